@@ -1,0 +1,61 @@
+// algorithm.hpp - what an algorithm is: a named schedule for one collective, run over the transport
+// interface through Primitives. Adding one = one file defining a subclass + one line in registry.cpp.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "comm/status.hpp"
+#include "comm/types.hpp"
+#include "transport/transport.hpp"
+#include "transport/wait.hpp"
+
+namespace zcoll {
+
+// One point-to-point transfer of a grouped send/recv batch.
+struct P2PItem {
+  bool isSend = false;
+  int peer = -1;
+  void* buf = nullptr;  // const for sends
+  size_t bytes = 0;
+};
+
+// One operation as the algorithms see it (validated by the API layer).
+struct OpArgs {
+  Collective coll = Collective::AllReduce;
+  const void* sendbuf = nullptr;
+  void* recvbuf = nullptr;
+  size_t count = 0;  // elements: per rank for all-reduce/broadcast/reduce; per block otherwise
+  DataType dtype = DataType::Float32;
+  RedOp op = RedOp::Sum;
+  int root = 0;
+  uint64_t seq = 0;  // per-communicator sequence number of this collective
+  const P2PItem* items = nullptr;  // SendRecv only
+  size_t nitems = 0;
+};
+
+// What an algorithm may use while it runs.
+struct AlgoContext {
+  int rank = 0;
+  int nranks = 1;
+  Transport* transport = nullptr;
+  Waiter* waiter = nullptr;
+  size_t chunkBytes = 0;  // <= transport->chunkCapacity()
+};
+
+class Algorithm {
+ public:
+  virtual ~Algorithm() = default;
+  virtual std::string_view name() const = 0;
+  virtual Collective collective() const = 0;
+  // NotSupported with the reason when this algorithm cannot serve the call; selection falls through.
+  virtual Status supports(const OpArgs& op, int nranks) const {
+    (void)op;
+    (void)nranks;
+    return Status::ok();
+  }
+  virtual Status run(const OpArgs& op, AlgoContext& ctx) const = 0;
+};
+
+}  // namespace zcoll

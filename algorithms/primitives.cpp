@@ -1,0 +1,62 @@
+// primitives.cpp - see primitives.hpp.
+#include "algorithms/primitives.hpp"
+
+#include <fmt/format.h>
+
+namespace zcoll {
+
+Primitives::Primitives(const OpArgs& op, AlgoContext& ctx, std::string_view algoName)
+    : op_(op),
+      ctx_(ctx),
+      algoName_(algoName),
+      nranks_(ctx.nranks),
+      elemSize_(dataTypeSize(op.dtype)),
+      chunkElems_(ctx.chunkBytes / elemSize_),
+      reduce_(reduceFunction(op.dtype, op.op)),
+      finalize_(finalizeFunction(op.dtype, op.op)) {}
+
+Status Primitives::waitFailure(WaitResult r, int peer, std::string_view what) const {
+  std::string where = fmt::format("{} #{} ({}, {} x {}): rank {} {} rank {}", collectiveName(op_.coll), op_.seq,
+                                  algoName_, op_.count, dataTypeName(op_.dtype), ctx_.rank, what, peer);
+  if (r == WaitResult::Aborted) return Status(StatusCode::Aborted, where + ": communicator aborted");
+  return Status(StatusCode::Timeout, where + ": timed out (is the peer alive and in the same collective?)");
+}
+
+Status Primitives::step(int recvPeer, int sendPeer, const void* local, void* dst, size_t n, bool reduce,
+                        bool finalize) {
+  if (n == 0) return Status::ok();
+  Transport* t = ctx_.transport;
+  const size_t bytes = n * elemSize_;
+  RecvChunk in;
+  SendSlot out;
+  if (recvPeer >= 0) {
+    WaitResult r = ctx_.waiter->until([&] { return t->tryRecv(recvPeer, &in); });
+    if (r != WaitResult::Ready) return waitFailure(r, recvPeer, "waiting for data from");
+    if (in.bytes != bytes)
+      return remoteError("{} #{} ({}): rank {} got a {}-byte chunk from rank {} where {} bytes were due: the ranks "
+                         "are not running the same collective",
+                         collectiveName(op_.coll), op_.seq, algoName_, ctx_.rank, in.bytes, recvPeer, bytes);
+  }
+  if (sendPeer >= 0) {
+    WaitResult r = ctx_.waiter->until([&] { return t->tryAcquireSend(sendPeer, &out); });
+    if (r != WaitResult::Ready) return waitFailure(r, sendPeer, "waiting for FIFO room at");
+  }
+
+  const void* value = local;  // what goes out
+  if (reduce) {
+    void* target = dst ? dst : out.data;
+    reduce_(target, in.data, local, n);
+    if (finalize && finalize_) finalize_(target, n, nranks_);
+    value = target;
+  } else if (recvPeer >= 0) {
+    if (dst) std::memcpy(dst, in.data, bytes);
+    value = in.data;
+  }
+  if (sendPeer >= 0 && value != out.data) std::memcpy(out.data, value, bytes);
+
+  if (recvPeer >= 0) t->releaseRecv(recvPeer);
+  if (sendPeer >= 0) t->commitSend(sendPeer, bytes);
+  return Status::ok();
+}
+
+}  // namespace zcoll

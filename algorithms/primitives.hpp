@@ -1,0 +1,69 @@
+// primitives.hpp - the chunk-level steps every algorithm is written in (after NCCL's primitives).
+//
+// Each call moves exactly one chunk (n <= chunkElems() elements) and blocks, through the Waiter,
+// until it is done: it takes the next incoming chunk from recvPeer and/or a free slot towards
+// sendPeer, and computes straight between user memory and transport slots:
+//   send               slot      = local
+//   recv               dst       = in
+//   recvReduce         dst       = in OP local            (finalize: / nranks for Avg)
+//   recvReduceSend     slot      = in OP local
+//   recvReduceCopySend dst       = in OP local; slot = dst
+//   recvCopySend       dst = in; slot = in
+// Both sides of a transfer compute the same chunk size; a chunk of another size is a RemoteError.
+// Ring schedules stay deadlock-free with >= 2 slots per FIFO (docs/algorithms.md has the argument).
+#pragma once
+
+#include <cstring>
+
+#include "algorithms/algorithm.hpp"
+#include "algorithms/reduce/host_reduce.hpp"
+
+namespace zcoll {
+
+class Primitives {
+ public:
+  Primitives(const OpArgs& op, AlgoContext& ctx, std::string_view algoName);
+
+  size_t elemSize() const { return elemSize_; }
+  size_t chunkElems() const { return chunkElems_; }
+
+  Status send(int peer, const void* local, size_t n) { return step(-1, peer, local, nullptr, n, false, false); }
+  Status recv(int peer, void* dst, size_t n) { return step(peer, -1, nullptr, dst, n, false, false); }
+  Status recvReduce(int peer, const void* local, void* dst, size_t n, bool finalize) {
+    return step(peer, -1, local, dst, n, true, finalize);
+  }
+  Status recvReduceSend(int recvPeer, int sendPeer, const void* local, size_t n) {
+    return step(recvPeer, sendPeer, local, nullptr, n, true, false);
+  }
+  Status recvReduceCopySend(int recvPeer, int sendPeer, const void* local, void* dst, size_t n, bool finalize) {
+    return step(recvPeer, sendPeer, local, dst, n, true, finalize);
+  }
+  Status recvCopySend(int recvPeer, int sendPeer, void* dst, size_t n) {
+    return step(recvPeer, sendPeer, nullptr, dst, n, false, false);
+  }
+
+  // Local work, no transport: dst = src; and the Avg division of a final result.
+  void copy(void* dst, const void* src, size_t n) const {
+    if (dst != src && n) std::memcpy(dst, src, n * elemSize_);
+  }
+  void finalize(void* data, size_t n) const {
+    if (finalize_ && n) finalize_(data, n, nranks_);
+  }
+
+  // The Status of a wait that did not end in Ready, naming the op, the step and the peer.
+  Status waitFailure(WaitResult r, int peer, std::string_view what) const;
+
+ private:
+  Status step(int recvPeer, int sendPeer, const void* local, void* dst, size_t n, bool reduce, bool finalize);
+
+  const OpArgs& op_;
+  AlgoContext& ctx_;
+  std::string_view algoName_;
+  int nranks_;
+  size_t elemSize_;
+  size_t chunkElems_;
+  ReduceFn reduce_;
+  FinalizeFn finalize_;
+};
+
+}  // namespace zcoll

@@ -1,0 +1,50 @@
+// ring_broadcast.cpp - pipelined chain broadcast along the ring from the root: every rank but the
+// last receives each chunk and forwards it at once, so the time is ~ (size + (N-2) chunks) / bw.
+#include "algorithms/algorithm.hpp"
+#include "algorithms/patterns/ring.hpp"
+#include "algorithms/primitives.hpp"
+
+namespace zcoll {
+namespace {
+
+class RingBroadcast final : public Algorithm {
+ public:
+  std::string_view name() const override { return "ring"; }
+  Collective collective() const override { return Collective::Broadcast; }
+
+  Status run(const OpArgs& op, AlgoContext& ctx) const override {
+    Primitives prims(op, ctx, name());
+    const int n = ctx.nranks, r = ctx.rank;
+    const auto* send = static_cast<const char*>(op.sendbuf);
+    auto* recv = static_cast<char*>(op.recvbuf);
+    const size_t es = prims.elemSize();
+    const int pos = patterns::chainPosition(r, op.root, n);
+    const int next = patterns::ringNext(r, n), prev = patterns::ringPrev(r, n);
+    const size_t chunk = prims.chunkElems();
+    const size_t rounds = patterns::chunkRounds(op.count, chunk);
+    for (size_t round = 0; round < rounds; ++round) {
+      const patterns::ChunkSpan c = patterns::chunkOf(op.count, chunk, round);
+      const size_t off = c.begin * es;
+      Status s;
+      if (pos == 0) {
+        prims.copy(recv + off, send + off, c.n);
+        if (n > 1) s = prims.send(next, send + off, c.n);
+      } else if (pos < n - 1) {
+        s = prims.recvCopySend(prev, next, recv + off, c.n);
+      } else {
+        s = prims.recv(prev, recv + off, c.n);
+      }
+      if (!s) return s;
+    }
+    return Status::ok();
+  }
+};
+
+}  // namespace
+
+const Algorithm& ringBroadcast() {
+  static const RingBroadcast algo;
+  return algo;
+}
+
+}  // namespace zcoll

@@ -1,0 +1,53 @@
+// ring_reduce_scatter.cpp - ring reduce-scatter leaving block r on rank r; N-1 steps per chunk
+// round, each rank sends (N-1)/N of the input.
+//   step 0        send           block r-1
+//   steps 1..N-2  recvReduceSend block r-1-s
+//   step N-1      recvReduce     block r  -> recvbuf (finalized)
+#include "algorithms/algorithm.hpp"
+#include "algorithms/patterns/ring.hpp"
+#include "algorithms/primitives.hpp"
+
+namespace zcoll {
+namespace {
+
+class RingReduceScatter final : public Algorithm {
+ public:
+  std::string_view name() const override { return "ring"; }
+  Collective collective() const override { return Collective::ReduceScatter; }
+
+  Status run(const OpArgs& op, AlgoContext& ctx) const override {
+    Primitives prims(op, ctx, name());
+    const int n = ctx.nranks, r = ctx.rank;
+    const auto* send = static_cast<const char*>(op.sendbuf);
+    auto* recv = static_cast<char*>(op.recvbuf);
+    const size_t es = prims.elemSize();
+    const size_t block = op.count;  // elements per rank
+    if (n == 1) {
+      prims.copy(recv, send, block);
+      prims.finalize(recv, block);
+      return Status::ok();
+    }
+    const int next = patterns::ringNext(r, n), prev = patterns::ringPrev(r, n);
+    const size_t chunk = prims.chunkElems();
+    const size_t rounds = patterns::chunkRounds(block, chunk);
+    for (size_t round = 0; round < rounds; ++round) {
+      const patterns::ChunkSpan c = patterns::chunkOf(block, chunk, round);
+      auto in = [&](int b) { return send + (static_cast<size_t>(b) * block + c.begin) * es; };
+      if (Status s = prims.send(next, in(patterns::reduceScatterBlock(r, 0, n)), c.n); !s) return s;
+      for (int step = 1; step < n - 1; ++step)
+        if (Status s = prims.recvReduceSend(prev, next, in(patterns::reduceScatterBlock(r, step, n)), c.n); !s)
+          return s;
+      if (Status s = prims.recvReduce(prev, in(r), recv + c.begin * es, c.n, true); !s) return s;
+    }
+    return Status::ok();
+  }
+};
+
+}  // namespace
+
+const Algorithm& ringReduceScatter() {
+  static const RingReduceScatter algo;
+  return algo;
+}
+
+}  // namespace zcoll

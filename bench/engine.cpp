@@ -1,0 +1,409 @@
+// engine.cpp - see engine.hpp. Mirrors ../shared/anchors/common/bench_common.h and the MPI driver
+// step for step (iteration budget, warm-up, trials, median, check pattern), so ratios are fair.
+#include "bench/engine.hpp"
+
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+namespace zcoll::bench {
+namespace {
+
+double now() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+bool parseSize(const char* s, size_t* out) {
+  char* end = nullptr;
+  double v = std::strtod(s, &end);
+  if (end == s || v < 0) return false;
+  double mul = 1;
+  if (*end) {
+    switch (*end) {
+      case 'k': case 'K': mul = 1024.0; break;
+      case 'm': case 'M': mul = 1024.0 * 1024; break;
+      case 'g': case 'G': mul = 1024.0 * 1024 * 1024; break;
+      default: return false;
+    }
+    if (end[1]) return false;
+  }
+  *out = static_cast<size_t>(v * mul);
+  return true;
+}
+
+bool parseColl(const char* s, Coll* out) {
+  struct { const char* name; Coll c; } names[] = {
+      {"allreduce", Coll::AllReduce},         {"all_reduce", Coll::AllReduce},
+      {"allgather", Coll::AllGather},         {"all_gather", Coll::AllGather},
+      {"reducescatter", Coll::ReduceScatter}, {"reduce_scatter", Coll::ReduceScatter},
+      {"broadcast", Coll::Broadcast},         {"bcast", Coll::Broadcast},
+      {"reduce", Coll::Reduce}};
+  for (auto& n : names)
+    if (!strcasecmp(s, n.name)) {
+      *out = n.c;
+      return true;
+    }
+  return false;
+}
+
+float val(int rank, size_t i) { return static_cast<float>((i * 7u + static_cast<size_t>(rank) * 13u) % 17u + 1u); }
+void fill(float* p, size_t n, int rank) {
+  for (size_t i = 0; i < n; ++i) p[i] = val(rank, i);
+}
+void poison(float* p, size_t n) { std::fill(p, p + n, -12345.0f); }
+float sumAt(int nranks, size_t i) {
+  float s = 0;
+  for (int r = 0; r < nranks; ++r) s += val(r, i);
+  return s;
+}
+
+size_t countFor(Coll c, size_t bytes, int nranks) {
+  size_t n = bytes / sizeof(float);
+  if (c == Coll::AllGather || c == Coll::ReduceScatter) n = n / static_cast<size_t>(nranks) * static_cast<size_t>(nranks);
+  return n;
+}
+
+double busFactor(Coll c, int n) {
+  switch (c) {
+    case Coll::AllReduce: return 2.0 * (n - 1) / n;
+    case Coll::AllGather: case Coll::ReduceScatter: return static_cast<double>(n - 1) / n;
+    case Coll::Broadcast: case Coll::Reduce: return 1.0;
+  }
+  return 1.0;
+}
+
+bool hasRedop(Coll c) { return c == Coll::AllReduce || c == Coll::ReduceScatter || c == Coll::Reduce; }
+
+// One rank's view of a benchmark: buffers and the collective call.
+class Runner {
+ public:
+  Runner(zcollComm_t comm, const Args& a, int rank, int nranks) : comm_(comm), a_(a), rank_(rank), nranks_(nranks) {}
+
+  bool allocate(size_t maxCount) {
+    size_t maxSend = maxCount, maxRecv = maxCount;
+    if (a_.coll == Coll::AllGather) maxSend = maxCount / nranks_ + 1;
+    if (a_.coll == Coll::ReduceScatter) maxRecv = maxCount / nranks_ + 1;
+    send_.assign(maxSend + 1024, 0.0f);  // assign() touches every page before timing
+    recv_.assign(maxRecv + 1024, 0.0f);
+    return true;
+  }
+
+  zcollResult_t op(size_t count) {
+    float* s = send_.data();
+    float* r = recv_.data();
+    size_t per = count / static_cast<size_t>(nranks_);
+    switch (a_.coll) {
+      case Coll::AllReduce:
+        return zcollAllReduce(a_.inplace ? r : s, r, count, zcollFloat, zcollSum, comm_, nullptr);
+      case Coll::AllGather:
+        return zcollAllGather(a_.inplace ? r + per * rank_ : s, r, per, zcollFloat, comm_, nullptr);
+      case Coll::ReduceScatter:
+        return zcollReduceScatter(s, a_.inplace ? s + per * rank_ : r, per, zcollFloat, zcollSum, comm_, nullptr);
+      case Coll::Broadcast:
+        return zcollBroadcast(r, r, count, zcollFloat, a_.root, comm_, nullptr);
+      case Coll::Reduce:
+        return zcollReduce(a_.inplace ? r : s, r, count, zcollFloat, zcollSum, a_.root, comm_, nullptr);
+    }
+    return zcollInvalidArgument;
+  }
+
+  void prepare(size_t count) {
+    float* s = send_.data();
+    float* r = recv_.data();
+    size_t per = count / static_cast<size_t>(nranks_);
+    switch (a_.coll) {
+      case Coll::AllReduce: case Coll::Reduce:
+        if (a_.inplace) fill(r, count, rank_);
+        else { fill(s, count, rank_); poison(r, count); }
+        break;
+      case Coll::AllGather:
+        poison(r, count);
+        fill(a_.inplace ? r + per * rank_ : s, per, rank_);
+        break;
+      case Coll::ReduceScatter:
+        fill(s, count, rank_);
+        if (!a_.inplace) poison(r, per);
+        break;
+      case Coll::Broadcast:
+        if (rank_ == a_.root) fill(r, count, rank_);
+        else poison(r, count);
+        break;
+    }
+  }
+
+  long long wrong(size_t count) const {
+    const float* r = recv_.data();
+    size_t per = count / static_cast<size_t>(nranks_);
+    long long w = 0;
+    switch (a_.coll) {
+      case Coll::AllReduce:
+        for (size_t i = 0; i < count; ++i) w += r[i] != sumAt(nranks_, i);
+        break;
+      case Coll::Reduce:
+        if (rank_ == a_.root)
+          for (size_t i = 0; i < count; ++i) w += r[i] != sumAt(nranks_, i);
+        break;
+      case Coll::AllGather:
+        for (int q = 0; q < nranks_; ++q)
+          for (size_t j = 0; j < per; ++j) w += r[q * per + j] != val(q, j);
+        break;
+      case Coll::ReduceScatter: {
+        const float* out = a_.inplace ? send_.data() + per * rank_ : r;
+        for (size_t j = 0; j < per; ++j) w += out[j] != sumAt(nranks_, rank_ * per + j);
+        break;
+      }
+      case Coll::Broadcast:
+        for (size_t i = 0; i < count; ++i) w += r[i] != val(a_.root, i);
+        break;
+    }
+    return w;
+  }
+
+ private:
+  zcollComm_t comm_;
+  const Args& a_;
+  int rank_, nranks_;
+  std::vector<float> send_, recv_;
+};
+
+// Reductions over ranks of the benchmark's own bookkeeping, through zcoll itself.
+bool sumOver(zcollComm_t comm, double* v) { return zcollAllReduce(v, v, 1, zcollDouble, zcollSum, comm, nullptr) == zcollSuccess; }
+bool maxOver(zcollComm_t comm, double* v) { return zcollAllReduce(v, v, 1, zcollDouble, zcollMax, comm, nullptr) == zcollSuccess; }
+
+void printHeader(FILE* out, const Args& a, int nranks) {
+  char host[256] = "?";
+  gethostname(host, sizeof host - 1);
+  const char* redop = hasRedop(a.coll) ? "sum" : "none";
+  std::fprintf(out, "# zcoll-bench-format v1\n");
+  std::fprintf(out, "# anchor: zcoll  coll: %s  algo: %s  nranks: %d  dtype: float  redop: %s  inplace: %d\n",
+               collName(a.coll), a.algo.empty() ? "auto" : a.algo.c_str(), nranks, redop,
+               a.coll == Coll::Broadcast ? 1 : a.inplace);
+  std::fprintf(out,
+               "# sweep: -b %zu -e %zu -f %g -i %zu  warmup: %d  iters: %d  trials: %d  budget: %zu  miniters: %d  "
+               "sec-per-size: %g  total-sec: %g  check: %d  root: %d\n",
+               a.minBytes, a.maxBytes, a.stepFactor, a.stepBytes, a.warmup, a.iters, a.trials, a.budget, a.minIters,
+               a.sizeSec, a.totalSec, a.check, a.root);
+  std::fprintf(out, "# host: %s  ncpus: %ld\n", host, sysconf(_SC_NPROCESSORS_ONLN));
+  int version = 0;
+  zcollGetVersion(&version);
+  std::fprintf(out, "# config: zcoll %d\n", version);
+  double la[3] = {0, 0, 0};
+  if (getloadavg(la, 3) < 0) la[0] = -1;
+  std::fprintf(out, "# loadavg at start: %.2f %.2f %.2f\n", la[0], la[1], la[2]);
+  std::fprintf(out,
+               "# time = median over %d trials of [mean over ranks of (per-rank wall time of a loop of iters ops) / "
+               "iters]\n",
+               a.trials);
+  std::fprintf(out, "# min/max(us) = fastest/slowest trial; GB/s = 1e9 B/s\n#\n");
+  std::fprintf(out, "# %10s %12s %6s %6s %12s %12s %12s %8s %6s %12s %12s\n", "size(B)", "count", "type", "redop",
+               "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong", "iters", "min(us)", "max(us)");
+  std::fflush(out);
+}
+
+}  // namespace
+
+const char* collName(Coll c) {
+  switch (c) {
+    case Coll::AllReduce: return "allreduce";
+    case Coll::AllGather: return "allgather";
+    case Coll::ReduceScatter: return "reducescatter";
+    case Coll::Broadcast: return "bcast";
+    case Coll::Reduce: return "reduce";
+  }
+  return "?";
+}
+
+void printUsage(FILE* f, const char* prog) {
+  std::fprintf(f,
+               "usage: %s COLL [-b minbytes] [-e maxbytes] [-f stepfactor] [-i stepbytes] [-n iters] [-w warmup]\n"
+               "          [-c check0/1] [-I inplace0/1] [-r root] [-B budgetbytes] [-m miniters] [-R trials]\n"
+               "          [-S sec_per_size] [-T total_sec] [-p nranks] [-a algo] [-d float] [-o sum]\n"
+               "  COLL: allreduce | allgather | reducescatter | broadcast (bcast) | reduce  (or -C COLL)\n"
+               "  defaults: -b 8 -e 256M -f 2 -n 20 -w 5 -c 1 -I 0 -r 0 -B 1G -m 3 -R 3 -S 10 -T 0\n"
+               "  -p N: start N local ranks here; without -p, join a job started by zcoll-run, torchrun,\n"
+               "        mpirun or srun (zcollCommInitFromEnv)\n",
+               prog);
+}
+
+bool parseArgs(int argc, char** argv, Args* a, std::string* error) {
+  int i = 1;
+  bool haveColl = false;
+  if (argc > 1 && argv[1][0] != '-') {
+    if (!parseColl(argv[1], &a->coll)) {
+      *error = std::string("unknown collective '") + argv[1] + "'";
+      return false;
+    }
+    haveColl = true;
+    i = 2;
+  }
+  for (; i < argc; ++i) {
+    const char* o = argv[i];
+    if (o[0] != '-' || !o[1] || o[2]) {
+      *error = std::string("unexpected argument '") + o + "'";
+      return false;
+    }
+    if (o[1] == 'h') {
+      error->clear();
+      return false;
+    }
+    if (i + 1 >= argc) {
+      *error = std::string("option ") + o + " needs a value";
+      return false;
+    }
+    const char* v = argv[++i];
+    bool ok = true;
+    switch (o[1]) {
+      case 'b': ok = parseSize(v, &a->minBytes); break;
+      case 'e': ok = parseSize(v, &a->maxBytes); break;
+      case 'f': a->stepFactor = std::atof(v); break;
+      case 'i': ok = parseSize(v, &a->stepBytes); break;
+      case 'n': a->iters = std::atoi(v); break;
+      case 'w': a->warmup = std::atoi(v); break;
+      case 'c': a->check = std::atoi(v); break;
+      case 'I': a->inplace = std::atoi(v); break;
+      case 'r': a->root = std::atoi(v); break;
+      case 'B': ok = parseSize(v, &a->budget); break;
+      case 'm': a->minIters = std::atoi(v); break;
+      case 'R': a->trials = std::atoi(v); break;
+      case 'S': a->sizeSec = std::atof(v); break;
+      case 'T': a->totalSec = std::atof(v); break;
+      case 'p': a->nranks = std::atoi(v); ok = a->nranks >= 1; break;
+      case 'a': a->algo = v; break;
+      case 'C': ok = parseColl(v, &a->coll); haveColl |= ok; break;
+      case 'd': ok = !strcasecmp(v, "float"); break;
+      case 'o': ok = !strcasecmp(v, "sum"); break;
+      default: *error = std::string("unknown option ") + o; return false;
+    }
+    if (!ok) {
+      *error = std::string("bad value '") + v + "' for " + o;
+      return false;
+    }
+  }
+  if (!haveColl) {
+    *error = "no collective given";
+    return false;
+  }
+  if (a->minBytes > a->maxBytes) {
+    *error = "-b is larger than -e";
+    return false;
+  }
+  if (a->stepFactor <= 1.0 && a->stepBytes == 0) a->stepFactor = 2.0;
+  a->iters = std::max(a->iters, 1);
+  a->warmup = std::max(a->warmup, 0);
+  a->minIters = std::max(a->minIters, 1);
+  a->trials = std::clamp(a->trials, 1, kMaxTrials);
+  return true;
+}
+
+long long run(zcollComm_t comm, const Args& a, FILE* out) {
+  int rank = 0, nranks = 1;
+  zcollCommUserRank(comm, &rank);
+  zcollCommCount(comm, &nranks);
+  if (a.root < 0 || a.root >= nranks) {
+    std::fprintf(stderr, "zcoll-bench: -r %d is not a rank of %d\n", a.root, nranks);
+    return -1;
+  }
+  Runner runner(comm, a, rank, nranks);
+  runner.allocate(countFor(a.coll, a.maxBytes, nranks));
+  if (rank == 0) printHeader(out, a, nranks);
+  auto fail = [&](zcollResult_t r) {
+    std::fprintf(stderr, "zcoll-bench: rank %d: %s (%s)\n", rank, zcollGetErrorString(r), zcollGetLastError(comm));
+    return -1LL;
+  };
+
+  double busbwSum = 0;
+  int rows = 0;
+  long long wrongTotal = 0;
+  bool first = true;
+  const double tStart = now();
+  for (size_t bytes = a.minBytes; bytes <= a.maxBytes;
+       bytes = a.stepBytes ? bytes + a.stepBytes
+                           : std::max(bytes + 1, static_cast<size_t>(static_cast<double>(bytes) * a.stepFactor))) {
+    const size_t count = countFor(a.coll, bytes, nranks);
+    const bool perRank = a.coll == Coll::AllGather || a.coll == Coll::ReduceScatter;
+    if (count == 0 || (perRank && count / nranks == 0)) continue;
+    const size_t pbytes = count * sizeof(float);
+    int iters = a.iters, warmup = a.warmup;
+    if (a.budget && pbytes) {
+      size_t bi = std::max(a.budget / pbytes, static_cast<size_t>(a.minIters));
+      iters = static_cast<int>(std::min(static_cast<size_t>(iters), bi));
+      size_t bw = std::max<size_t>(a.budget / (4 * pbytes), 1);
+      warmup = static_cast<int>(std::min(static_cast<size_t>(warmup), bw));
+    }
+    runner.prepare(count);
+    if (first) {  // connection and cache warm-up must not land in the first row
+      for (int w = 0; w < 20; ++w)
+        if (zcollResult_t r = runner.op(count); r != zcollSuccess) return fail(r);
+      first = false;
+    }
+    double tw0 = now();
+    for (int w = 0; w < warmup; ++w)
+      if (zcollResult_t r = runner.op(count); r != zcollSuccess) return fail(r);
+    double tw = warmup > 0 ? (now() - tw0) / warmup : 0.0;
+    if (!maxOver(comm, &tw)) return fail(zcollInternalError);
+    if (a.sizeSec > 0 && tw > 0) {
+      double cap = a.sizeSec / (a.trials * tw);
+      int c = cap < a.minIters ? a.minIters : (cap > iters ? iters : static_cast<int>(cap));
+      iters = std::min(iters, c);
+    }
+    double tt[kMaxTrials];
+    for (int tr = 0; tr < a.trials; ++tr) {
+      double zero = 0;
+      if (!sumOver(comm, &zero)) return fail(zcollInternalError);  // barrier
+      double t0 = now();
+      for (int it = 0; it < iters; ++it)
+        if (zcollResult_t r = runner.op(count); r != zcollSuccess) return fail(r);
+      double s = (now() - t0) / iters;
+      if (!sumOver(comm, &s)) return fail(zcollInternalError);
+      tt[tr] = s / nranks;
+    }
+    std::sort(tt, tt + std::min(a.trials, kMaxTrials));
+    const double sec = tt[(a.trials - 1) / 2];
+    double wrongAll = -1;
+    if (a.check) {
+      runner.prepare(count);
+      if (zcollResult_t r = runner.op(count); r != zcollSuccess) return fail(r);
+      wrongAll = static_cast<double>(runner.wrong(count));
+      if (!sumOver(comm, &wrongAll)) return fail(zcollInternalError);
+      wrongTotal += static_cast<long long>(wrongAll);
+    }
+    if (rank == 0) {
+      const double algbw = static_cast<double>(pbytes) / 1e9 / sec;
+      const double busbw = algbw * busFactor(a.coll, nranks);
+      std::fprintf(out, "  %10zu %12zu %6s %6s %12.2f %12.3f %12.3f %8lld %6d %12.2f %12.2f\n", pbytes, count,
+                   "float", hasRedop(a.coll) ? "sum" : "none", sec * 1e6, algbw, busbw,
+                   static_cast<long long>(wrongAll), iters, tt[0] * 1e6, tt[a.trials - 1] * 1e6);
+      std::fflush(out);
+      busbwSum += busbw;
+      rows++;
+    }
+    if (a.totalSec > 0) {
+      double el = now() - tStart;
+      if (!maxOver(comm, &el)) return fail(zcollInternalError);
+      if (el > a.totalSec) {
+        if (rank == 0) std::fprintf(out, "# stopped early: -T %g s exceeded after size %zu\n", a.totalSec, pbytes);
+        break;
+      }
+    }
+  }
+  if (rank == 0) {
+    double la[3] = {0, 0, 0};
+    if (getloadavg(la, 3) < 0) la[0] = -1;
+    std::fprintf(out, "# loadavg at end: %.2f %.2f %.2f\n", la[0], la[1], la[2]);
+    std::fprintf(out, "# Out of bounds values : %lld %s\n", a.check ? wrongTotal : 0LL,
+                 !a.check ? "(not checked)" : (wrongTotal ? "FAILED" : "OK"));
+    std::fprintf(out, "# Avg bus bandwidth    : %.4f\n", rows ? busbwSum / rows : 0.0);
+    std::fprintf(out, "# wrong total: %lld\n", a.check ? wrongTotal : -1LL);
+    std::fflush(out);
+  }
+  return wrongTotal;
+}
+
+}  // namespace zcoll::bench

@@ -1,0 +1,48 @@
+// engine.hpp - the benchmark engine behind zcoll-bench (a library, so perf checks reuse it).
+//
+// Flags, timing method and table are those of ../shared/anchors/README.md ("Output format v1", the
+// nccl-tests columns), so zcoll's rows pair with Open MPI's, MPICH's and Gloo's in compare.py.
+#pragma once
+
+#include <cstdio>
+#include <string>
+
+#include "zcoll/zcoll.h"
+
+namespace zcoll::bench {
+
+enum class Coll { AllReduce, AllGather, ReduceScatter, Broadcast, Reduce };
+
+struct Args {
+  Coll coll = Coll::AllReduce;
+  size_t minBytes = 8;
+  size_t maxBytes = size_t{256} << 20;
+  double stepFactor = 2.0;
+  size_t stepBytes = 0;
+  int iters = 20;
+  int warmup = 5;
+  int check = 1;
+  int inplace = 0;
+  int root = 0;
+  size_t budget = size_t{1} << 30;
+  int minIters = 3;
+  int trials = 3;
+  double sizeSec = 10.0;
+  double totalSec = 0.0;
+  int nranks = 0;    // -p: spawn this many local ranks; 0 = join a launcher's job
+  std::string algo;  // -a: forced algorithm (sets ZCOLL_ALGO semantics through the config)
+};
+
+inline constexpr int kMaxTrials = 15;
+
+// Parses argv (the collective may be the first positional argument or -C). On error returns false
+// with a message in *error; "-h" returns false with an empty error (usage requested).
+bool parseArgs(int argc, char** argv, Args* out, std::string* error);
+void printUsage(FILE* f, const char* prog);
+const char* collName(Coll c);
+
+// Runs the sweep on this rank of comm; rank 0 prints to out. Returns the total of wrong elements
+// over all ranks and sizes (0 = all correct), or -1 if a zcoll call failed (message on stderr).
+long long run(zcollComm_t comm, const Args& args, FILE* out);
+
+}  // namespace zcoll::bench

@@ -1,0 +1,85 @@
+// zcoll_bench.cpp - zcoll-bench: nccl-tests-style sweep of one collective (see bench/engine.hpp).
+// With -p N it starts N local ranks itself (fork); otherwise it joins a launcher's job.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "bench/engine.hpp"
+
+namespace {
+
+int runRank(zcollComm_t comm, const zcoll::bench::Args& args) {
+  long long wrong = zcoll::bench::run(comm, args, stdout);
+  std::fflush(stdout);
+  zcollCommDestroy(comm);
+  return wrong < 0 ? 3 : (wrong > 0 ? 1 : 0);
+}
+
+int spawnLocal(const zcoll::bench::Args& args, const zcollConfig_t& config) {
+  zcollUniqueId id;
+  if (zcollResult_t r = zcollGetUniqueId(&id); r != zcollSuccess) {
+    std::fprintf(stderr, "zcoll-bench: %s\n", zcollGetLastError(nullptr));
+    return 3;
+  }
+  std::fflush(stdout);
+  std::vector<pid_t> children;
+  for (int rank = 0; rank < args.nranks; ++rank) {
+    pid_t pid = fork();
+    if (pid < 0) {
+      std::perror("zcoll-bench: fork");
+      for (pid_t c : children) kill(c, SIGKILL);
+      return 3;
+    }
+    if (pid == 0) {
+      zcollComm_t comm = nullptr;
+      if (zcollCommInitRankConfig(&comm, args.nranks, id, rank, &config) != zcollSuccess) {
+        std::fprintf(stderr, "zcoll-bench: rank %d: %s\n", rank, zcollGetLastError(nullptr));
+        std::exit(3);
+      }
+      std::exit(runRank(comm, args));
+    }
+    children.push_back(pid);
+  }
+  int result = 0;
+  size_t left = children.size();
+  while (left > 0) {
+    int status = 0;
+    pid_t pid = wait(&status);
+    if (pid < 0) break;
+    --left;
+    int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (code != 0 && result == 0) {
+      result = code;
+      for (pid_t c : children)
+        if (c != pid) kill(c, SIGTERM);  // one rank failed: the others cannot finish
+    }
+  }
+  return result;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  zcoll::bench::Args args;
+  std::string error;
+  if (!zcoll::bench::parseArgs(argc, argv, &args, &error)) {
+    if (!error.empty()) std::fprintf(stderr, "zcoll-bench: %s\n", error.c_str());
+    zcoll::bench::printUsage(error.empty() ? stdout : stderr, argv[0]);
+    return error.empty() ? 0 : 2;
+  }
+  zcollConfig_t config = ZCOLL_CONFIG_INITIALIZER;
+  if (!args.algo.empty()) config.algo = args.algo.c_str();
+  if (args.nranks > 0) return spawnLocal(args, config);
+  zcollComm_t comm = nullptr;
+  if (zcollCommInitFromEnv(&comm, &config) != zcollSuccess) {
+    std::fprintf(stderr, "zcoll-bench: %s\n(without -p, zcoll-bench joins a job started by zcoll-run, torchrun, "
+                 "mpirun or srun)\n", zcollGetLastError(nullptr));
+    return 3;
+  }
+  return runRank(comm, args);
+}

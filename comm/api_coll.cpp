@@ -1,0 +1,306 @@
+// api_coll.cpp - the C ABI of operations: argument validation, then one path into the
+// communicator (blocking, grouped or nonblocking).
+#include <cstdint>
+
+#include "comm/boundary.hpp"
+#include "comm/group.hpp"
+#include "comm/handles.hpp"
+
+namespace zcoll {
+
+static_assert(static_cast<int>(DataType::Bfloat16) == zcollBfloat16 && kNumDataTypes == zcollNumTypes);
+static_assert(static_cast<int>(DataType::Float16) == zcollFloat16 && static_cast<int>(DataType::Float64) == zcollFloat64);
+static_assert(static_cast<int>(RedOp::Avg) == zcollAvg && kNumRedOps == zcollNumOps);
+static_assert(static_cast<int>(RedOp::Max) == zcollMax && static_cast<int>(RedOp::Min) == zcollMin);
+
+namespace {
+
+enum class Mode { Blocking, Async };
+
+struct Call {
+  const char* sendName = "sendbuff";
+  const char* recvName = "recvbuff";
+  size_t sendElems = 0;  // elements read from sendbuff on this rank
+  size_t recvElems = 0;  // elements written to recvbuff on this rank
+  bool needSend = true;
+  bool needRecv = true;
+  // In-place layout: sendbuff == recvbuff + inPlaceOffset elements may overlap (signed).
+  int64_t inPlaceOffset = 0;
+};
+
+bool mulOverflows(size_t a, size_t b, size_t* out) { return __builtin_mul_overflow(a, b, out); }
+
+Status checkType(zcollDataType_t datatype) {
+  if (static_cast<int>(datatype) < 0 || static_cast<int>(datatype) >= zcollNumTypes)
+    return invalidArgument("datatype = {}: not a zcollDataType_t", static_cast<int>(datatype));
+  return Status::ok();
+}
+
+Status checkOp(zcollRedOp_t op) {
+  if (static_cast<int>(op) < 0 || static_cast<int>(op) >= zcollNumOps)
+    return invalidArgument("op = {}: not a zcollRedOp_t", static_cast<int>(op));
+  return Status::ok();
+}
+
+Status checkRank(int value, const char* name, int nranks) {
+  if (value < 0 || value >= nranks) return invalidArgument("{} = {}: must be in [0, nranks = {})", name, value, nranks);
+  return Status::ok();
+}
+
+Status checkStream(zcollStream_t stream) {
+  if (stream) return invalidArgument("stream: must be NULL for host buffers (this build has no CUDA support)");
+  return Status::ok();
+}
+
+// Byte sizes, null pointers and overlaps of one call's buffers.
+Status checkBuffers(const Call& c, const void* send, const void* recv, size_t elemSize, const char* countName) {
+  size_t sendBytes = 0, recvBytes = 0;
+  if (mulOverflows(c.sendElems, elemSize, &sendBytes) || mulOverflows(c.recvElems, elemSize, &recvBytes) ||
+      sendBytes > PTRDIFF_MAX || recvBytes > PTRDIFF_MAX)
+    return invalidArgument("{}: {} elements of {} bytes overflow the address space", countName,
+                           std::max(c.sendElems, c.recvElems), elemSize);
+  if (c.needSend && sendBytes > 0 && !send) return invalidArgument("{}: NULL with {} > 0", c.sendName, countName);
+  if (c.needRecv && recvBytes > 0 && !recv) return invalidArgument("{}: NULL with {} > 0", c.recvName, countName);
+  if (c.needSend && c.needRecv && sendBytes > 0 && recvBytes > 0) {
+    auto s = reinterpret_cast<uintptr_t>(send), r = reinterpret_cast<uintptr_t>(recv);
+    bool overlap = s < r + recvBytes && r < s + sendBytes;
+    bool inPlace = static_cast<int64_t>(s - r) == c.inPlaceOffset * static_cast<int64_t>(elemSize);
+    if (overlap && !inPlace)
+      return invalidArgument("{} and {} overlap but are not in the in-place layout", c.sendName, c.recvName);
+  }
+  return Status::ok();
+}
+
+// Validates, then runs / queues / groups the operation.
+Status launch(zcollComm_t comm, OpArgs op, const Call& call, const char* countName, Mode mode,
+              zcollRequest_t* request, const P2PItem* item = nullptr) {
+  CommRef ref;
+  if (Status s = ref.acquire(comm); !s) return s;
+  if (Status s = checkBuffers(call, op.sendbuf, op.recvbuf, dataTypeSize(op.dtype), countName); !s) return s;
+  if (mode == Mode::Async) {
+    if (!request) return invalidArgument("request: NULL pointer");
+    if (groupActive()) return invalidUsage("nonblocking (Async) calls are not allowed inside a group");
+    Request* r = nullptr;
+    if (Status s = ref->submit(op, &r); !s) return s;
+    *request = reinterpret_cast<zcollRequest_t>(r);
+    return Status::ok();
+  }
+  if (groupActive()) return groupAdd(comm, op, item);
+  if (item) {
+    op.items = item;
+    op.nitems = 1;
+  }
+  return ref->call(op);
+}
+
+Status allReduce(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype, zcollRedOp_t op,
+                 zcollComm_t comm, Mode mode, zcollRequest_t* request) {
+  if (Status s = checkType(datatype); !s) return s;
+  if (Status s = checkOp(op); !s) return s;
+  Call c;
+  c.sendElems = c.recvElems = count;
+  OpArgs a{Collective::AllReduce, sendbuff, recvbuff, count, static_cast<DataType>(datatype), static_cast<RedOp>(op)};
+  return launch(comm, a, c, "count", mode, request);
+}
+
+Status allGather(const void* sendbuff, void* recvbuff, size_t sendcount, zcollDataType_t datatype, zcollComm_t comm,
+                 Mode mode, zcollRequest_t* request) {
+  if (Status s = checkType(datatype); !s) return s;
+  CommRef ref;
+  if (Status s = ref.acquire(comm); !s) return s;
+  Call c;
+  c.sendElems = sendcount;
+  if (mulOverflows(sendcount, static_cast<size_t>(ref->nranks()), &c.recvElems))
+    return invalidArgument("sendcount = {}: times nranks overflows", sendcount);
+  c.inPlaceOffset = static_cast<int64_t>(sendcount) * ref->rank();
+  OpArgs a{Collective::AllGather, sendbuff, recvbuff, sendcount, static_cast<DataType>(datatype)};
+  return launch(comm, a, c, "sendcount", mode, request);
+}
+
+Status reduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, zcollDataType_t datatype,
+                     zcollRedOp_t op, zcollComm_t comm, Mode mode, zcollRequest_t* request) {
+  if (Status s = checkType(datatype); !s) return s;
+  if (Status s = checkOp(op); !s) return s;
+  CommRef ref;
+  if (Status s = ref.acquire(comm); !s) return s;
+  Call c;
+  c.recvElems = recvcount;
+  if (mulOverflows(recvcount, static_cast<size_t>(ref->nranks()), &c.sendElems))
+    return invalidArgument("recvcount = {}: times nranks overflows", recvcount);
+  c.inPlaceOffset = -static_cast<int64_t>(recvcount) * ref->rank();  // recvbuff == sendbuff + rank * recvcount
+  OpArgs a{Collective::ReduceScatter, sendbuff, recvbuff, recvcount, static_cast<DataType>(datatype),
+           static_cast<RedOp>(op)};
+  return launch(comm, a, c, "recvcount", mode, request);
+}
+
+Status broadcast(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype, int root,
+                 zcollComm_t comm, Mode mode, zcollRequest_t* request) {
+  if (Status s = checkType(datatype); !s) return s;
+  CommRef ref;
+  if (Status s = ref.acquire(comm); !s) return s;
+  if (Status s = checkRank(root, "root", ref->nranks()); !s) return s;
+  Call c;
+  c.sendElems = c.recvElems = count;
+  c.needSend = ref->rank() == root;
+  OpArgs a{Collective::Broadcast, sendbuff, recvbuff, count, static_cast<DataType>(datatype)};
+  a.root = root;
+  return launch(comm, a, c, "count", mode, request);
+}
+
+Status reduce(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype, zcollRedOp_t op, int root,
+              zcollComm_t comm, Mode mode, zcollRequest_t* request) {
+  if (Status s = checkType(datatype); !s) return s;
+  if (Status s = checkOp(op); !s) return s;
+  CommRef ref;
+  if (Status s = ref.acquire(comm); !s) return s;
+  if (Status s = checkRank(root, "root", ref->nranks()); !s) return s;
+  Call c;
+  c.sendElems = c.recvElems = count;
+  c.needRecv = ref->rank() == root;
+  OpArgs a{Collective::Reduce, sendbuff, recvbuff, count, static_cast<DataType>(datatype), static_cast<RedOp>(op)};
+  a.root = root;
+  return launch(comm, a, c, "count", mode, request);
+}
+
+Status sendRecv(bool isSend, const void* buf, size_t count, zcollDataType_t datatype, int peer, zcollComm_t comm) {
+  if (Status s = checkType(datatype); !s) return s;
+  CommRef ref;
+  if (Status s = ref.acquire(comm); !s) return s;
+  if (Status s = checkRank(peer, "peer", ref->nranks()); !s) return s;
+  Call c;
+  c.sendName = isSend ? "sendbuff" : "recvbuff";
+  c.sendElems = count;
+  c.needRecv = false;
+  P2PItem item{isSend, peer, const_cast<void*>(buf), count * dataTypeSize(static_cast<DataType>(datatype))};
+  OpArgs a{Collective::SendRecv, nullptr, nullptr, count, static_cast<DataType>(datatype)};
+  a.root = peer;
+  return launch(comm, a, c, "count", Mode::Blocking, nullptr, &item);
+}
+
+}  // namespace
+}  // namespace zcoll
+
+using namespace zcoll;
+
+extern "C" {
+
+zcollResult_t zcollAllReduce(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype,
+                             zcollRedOp_t op, zcollComm_t comm, zcollStream_t stream) {
+  return apiCall("zcollAllReduce", [&] {
+    if (Status s = checkStream(stream); !s) return s;
+    return allReduce(sendbuff, recvbuff, count, datatype, op, comm, Mode::Blocking, nullptr);
+  });
+}
+
+zcollResult_t zcollAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, zcollDataType_t datatype,
+                             zcollComm_t comm, zcollStream_t stream) {
+  return apiCall("zcollAllGather", [&] {
+    if (Status s = checkStream(stream); !s) return s;
+    return allGather(sendbuff, recvbuff, sendcount, datatype, comm, Mode::Blocking, nullptr);
+  });
+}
+
+zcollResult_t zcollReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, zcollDataType_t datatype,
+                                 zcollRedOp_t op, zcollComm_t comm, zcollStream_t stream) {
+  return apiCall("zcollReduceScatter", [&] {
+    if (Status s = checkStream(stream); !s) return s;
+    return reduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, Mode::Blocking, nullptr);
+  });
+}
+
+zcollResult_t zcollBroadcast(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype, int root,
+                             zcollComm_t comm, zcollStream_t stream) {
+  return apiCall("zcollBroadcast", [&] {
+    if (Status s = checkStream(stream); !s) return s;
+    return broadcast(sendbuff, recvbuff, count, datatype, root, comm, Mode::Blocking, nullptr);
+  });
+}
+
+zcollResult_t zcollReduce(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype,
+                          zcollRedOp_t op, int root, zcollComm_t comm, zcollStream_t stream) {
+  return apiCall("zcollReduce", [&] {
+    if (Status s = checkStream(stream); !s) return s;
+    return reduce(sendbuff, recvbuff, count, datatype, op, root, comm, Mode::Blocking, nullptr);
+  });
+}
+
+zcollResult_t zcollSend(const void* sendbuff, size_t count, zcollDataType_t datatype, int peer, zcollComm_t comm,
+                        zcollStream_t stream) {
+  return apiCall("zcollSend", [&] {
+    if (Status s = checkStream(stream); !s) return s;
+    return sendRecv(true, sendbuff, count, datatype, peer, comm);
+  });
+}
+
+zcollResult_t zcollRecv(void* recvbuff, size_t count, zcollDataType_t datatype, int peer, zcollComm_t comm,
+                        zcollStream_t stream) {
+  return apiCall("zcollRecv", [&] {
+    if (Status s = checkStream(stream); !s) return s;
+    return sendRecv(false, recvbuff, count, datatype, peer, comm);
+  });
+}
+
+zcollResult_t zcollGroupStart(void) {
+  return apiCall("zcollGroupStart", [&] { return groupStart(); });
+}
+
+zcollResult_t zcollGroupEnd(void) {
+  return apiCall("zcollGroupEnd", [&] { return groupEnd(); });
+}
+
+zcollResult_t zcollAllReduceAsync(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype,
+                                  zcollRedOp_t op, zcollComm_t comm, zcollRequest_t* request) {
+  return apiCall("zcollAllReduceAsync",
+                 [&] { return allReduce(sendbuff, recvbuff, count, datatype, op, comm, Mode::Async, request); });
+}
+
+zcollResult_t zcollAllGatherAsync(const void* sendbuff, void* recvbuff, size_t sendcount, zcollDataType_t datatype,
+                                  zcollComm_t comm, zcollRequest_t* request) {
+  return apiCall("zcollAllGatherAsync",
+                 [&] { return allGather(sendbuff, recvbuff, sendcount, datatype, comm, Mode::Async, request); });
+}
+
+zcollResult_t zcollReduceScatterAsync(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                      zcollDataType_t datatype, zcollRedOp_t op, zcollComm_t comm,
+                                      zcollRequest_t* request) {
+  return apiCall("zcollReduceScatterAsync", [&] {
+    return reduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, Mode::Async, request);
+  });
+}
+
+zcollResult_t zcollBroadcastAsync(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype,
+                                  int root, zcollComm_t comm, zcollRequest_t* request) {
+  return apiCall("zcollBroadcastAsync",
+                 [&] { return broadcast(sendbuff, recvbuff, count, datatype, root, comm, Mode::Async, request); });
+}
+
+zcollResult_t zcollReduceAsync(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype,
+                               zcollRedOp_t op, int root, zcollComm_t comm, zcollRequest_t* request) {
+  return apiCall("zcollReduceAsync",
+                 [&] { return reduce(sendbuff, recvbuff, count, datatype, op, root, comm, Mode::Async, request); });
+}
+
+zcollResult_t zcollTest(zcollRequest_t request, int* done) {
+  return apiCall("zcollTest", [&] {
+    if (!request) return invalidArgument("request: NULL");
+    if (!done) return invalidArgument("done: NULL pointer");
+    Request* r = reinterpret_cast<Request*>(request);
+    Status result;
+    if (!r->comm->test(r, &result)) {
+      *done = 0;
+      return Status::ok();
+    }
+    *done = 1;
+    return result;
+  });
+}
+
+zcollResult_t zcollWait(zcollRequest_t request) {
+  return apiCall("zcollWait", [&] {
+    if (!request) return invalidArgument("request: NULL");
+    Request* r = reinterpret_cast<Request*>(request);
+    return r->comm->wait(r);
+  });
+}
+
+}  // extern "C"

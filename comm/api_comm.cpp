@@ -1,0 +1,206 @@
+// api_comm.cpp - the C ABI of communicator lifecycle: ids, init, destroy, abort, queries.
+#include <unistd.h>
+
+#include <cstring>
+#include <mutex>
+#include <shared_mutex>
+#include <unordered_set>
+
+#include "comm/boundary.hpp"
+#include "comm/handles.hpp"
+#include "comm/log.hpp"
+
+namespace zcoll {
+namespace {
+
+std::shared_mutex gHandlesMutex;
+std::unordered_set<zcollComm_t>& handles() {
+  static std::unordered_set<zcollComm_t> set;
+  return set;
+}
+
+Status initRank(zcollComm_t* comm, int nranks, const UniqueIdFields& id, int rank, const zcollConfig_t* apiConfig) {
+  if (!comm) return invalidArgument("comm: NULL output pointer");
+  if (nranks < 1) return invalidArgument("nranks = {}: must be >= 1", nranks);
+  if (rank < 0 || rank >= nranks) return invalidArgument("rank = {}: must be in [0, nranks = {})", rank, nranks);
+  Config config;
+  if (Status s = buildConfig(apiConfig, &config); !s) return s;
+  std::unique_ptr<Communicator> impl;
+  if (Status s = Communicator::create(id, nranks, rank, config, &impl); !s) return s;
+  auto handle = std::make_unique<zcollComm>();
+  handle->impl = std::move(impl);
+  registerHandle(handle.get());
+  *comm = handle.release();
+  return Status::ok();
+}
+
+// Waits until no other thread is inside a call on `c`, then deletes the handle.
+void retire(zcollComm_t handle) {
+  while (handle->impl->activeCalls.load() > 0) {
+    struct timespec ts{0, 200'000};
+    nanosleep(&ts, nullptr);
+  }
+  delete handle;
+}
+
+}  // namespace
+
+void registerHandle(zcollComm_t comm) {
+  std::unique_lock lock(gHandlesMutex);
+  handles().insert(comm);
+}
+
+bool unregisterHandle(zcollComm_t comm) {
+  std::unique_lock lock(gHandlesMutex);
+  return handles().erase(comm) == 1;
+}
+
+Status CommRef::acquire(zcollComm_t handle, const char* argName) {
+  if (!handle) return invalidArgument("{}: NULL communicator", argName);
+  std::shared_lock lock(gHandlesMutex);
+  if (!handles().count(handle))
+    return invalidUsage("{}: not a live communicator (destroyed, aborted or never created)", argName);
+  comm_ = handle->impl.get();
+  comm_->activeCalls.fetch_add(1);
+  return Status::ok();
+}
+
+}  // namespace zcoll
+
+using namespace zcoll;
+
+extern "C" {
+
+zcollResult_t zcollGetVersion(int* version) {
+  return apiCall("zcollGetVersion", [&] {
+    if (!version) return invalidArgument("version: NULL pointer");
+    *version = ZCOLL_VERSION_CODE;
+    return Status::ok();
+  });
+}
+
+zcollResult_t zcollGetUniqueId(zcollUniqueId* uniqueId) {
+  return apiCall("zcollGetUniqueId", [&] {
+    if (!uniqueId) return invalidArgument("uniqueId: NULL pointer");
+    Config config;
+    if (Status s = buildConfig(nullptr, &config); !s) return s;
+    UniqueIdFields f;
+    if (Status s = interfaceAddress(config.socketIfname, &f.root); !s) return s;
+    if (Status s = randomSecret(&f.secret); !s) return s;
+    SockAddr bound;
+    if (Status s = RendezvousRoot::start(f.root, f.secret, config.timeoutMs, &bound); !s) return s;
+    f.root = bound;
+    encodeUniqueId(f, uniqueId->internal);
+    return Status::ok();
+  });
+}
+
+zcollResult_t zcollCommInitRankConfig(zcollComm_t* comm, int nranks, zcollUniqueId commId, int rank,
+                                      const zcollConfig_t* config) {
+  return apiCall("zcollCommInitRankConfig", [&] {
+    UniqueIdFields id;
+    if (Status s = decodeUniqueId(commId.internal, &id); !s) return s;
+    return initRank(comm, nranks, id, rank, config);
+  });
+}
+
+zcollResult_t zcollCommInitRank(zcollComm_t* comm, int nranks, zcollUniqueId commId, int rank) {
+  return apiCall("zcollCommInitRank", [&] {
+    UniqueIdFields id;
+    if (Status s = decodeUniqueId(commId.internal, &id); !s) return s;
+    return initRank(comm, nranks, id, rank, nullptr);
+  });
+}
+
+zcollResult_t zcollCommInitFromEnv(zcollComm_t* comm, const zcollConfig_t* apiConfig) {
+  return apiCall("zcollCommInitFromEnv", [&] {
+    if (!comm) return invalidArgument("comm: NULL output pointer");
+    LaunchEnv env;
+    if (Status s = readLaunchEnv(&env); !s) return s;
+    Config config;
+    if (Status s = buildConfig(apiConfig, &config); !s) return s;
+    UniqueIdFields id;
+    if (Status s = resolveAddress(env.rendezvousHost, env.rendezvousPort, &id.root); !s) return s;
+    if (!config.bootstrapSecret.empty()) {
+      if (!parseSecretHex(config.bootstrapSecret, &id.secret))
+        return invalidArgument("ZCOLL_BOOTSTRAP_SECRET: expected 32 hex digits");
+    } else {
+      // No secret given by the launcher: derive one from the job's variables. It keeps two jobs on one
+      // port apart but is no protection against a deliberate stranger.
+      std::string key = fmt::format("zcoll-env:{}:{}:{}", env.rendezvousHost, env.rendezvousPort, env.size);
+      uint64_t a = fnv1a(key.data(), key.size()), b = fnv1a(key.data(), key.size(), a);
+      std::memcpy(id.secret.data(), &a, 8);
+      std::memcpy(id.secret.data() + 8, &b, 8);
+      ZCOLL_INFO(Init, env.rank, "no ZCOLL_BOOTSTRAP_SECRET: using a secret derived from the job's variables");
+    }
+    if (env.rank == 0) {
+      SockAddr bound;
+      Status s = RendezvousRoot::start(id.root, id.secret, config.timeoutMs, &bound);
+      if (!s) {
+        // MASTER_ADDR may name this host by an address we cannot bind: listen on all addresses.
+        SockAddr any;
+        if (Status r = resolveAddress(id.root.family() == AF_INET6 ? "::" : "0.0.0.0", env.rendezvousPort, &any); !r)
+          return r;
+        if (Status r = RendezvousRoot::start(any, id.secret, config.timeoutMs, &bound); !r)
+          return std::move(s).withContext(fmt::format("{} ({})", env.source, r.message()));
+      }
+    }
+    Status s = initRank(comm, env.size, id, env.rank, apiConfig);
+    if (!s && env.rank == 0) RendezvousRoot::cancel(id.root, id.secret);
+    return s;
+  });
+}
+
+zcollResult_t zcollCommDestroy(zcollComm_t comm) {
+  return apiCall("zcollCommDestroy", [&] {
+    if (!comm) return invalidArgument("comm: NULL communicator");
+    if (!unregisterHandle(comm))
+      return invalidUsage("comm: not a live communicator (destroyed, aborted or never created)");
+    Status s = comm->impl->drain();
+    retire(comm);
+    return s;
+  });
+}
+
+zcollResult_t zcollCommAbort(zcollComm_t comm) {
+  return apiCall("zcollCommAbort", [&] {
+    if (!comm) return invalidArgument("comm: NULL communicator");
+    if (!unregisterHandle(comm))
+      return invalidUsage("comm: not a live communicator (destroyed, aborted or never created)");
+    comm->impl->abort();
+    retire(comm);
+    return Status::ok();
+  });
+}
+
+zcollResult_t zcollCommGetAsyncError(zcollComm_t comm, zcollResult_t* asyncError) {
+  return apiCall("zcollCommGetAsyncError", [&] {
+    CommRef c;
+    if (Status s = c.acquire(comm); !s) return s;
+    if (!asyncError) return invalidArgument("asyncError: NULL pointer");
+    *asyncError = toResult(c->asyncError());
+    return Status::ok();
+  });
+}
+
+zcollResult_t zcollCommCount(const zcollComm_t comm, int* count) {
+  return apiCall("zcollCommCount", [&] {
+    CommRef c;
+    if (Status s = c.acquire(comm); !s) return s;
+    if (!count) return invalidArgument("count: NULL pointer");
+    *count = c->nranks();
+    return Status::ok();
+  });
+}
+
+zcollResult_t zcollCommUserRank(const zcollComm_t comm, int* rank) {
+  return apiCall("zcollCommUserRank", [&] {
+    CommRef c;
+    if (Status s = c.acquire(comm); !s) return s;
+    if (!rank) return invalidArgument("rank: NULL pointer");
+    *rank = c->rank();
+    return Status::ok();
+  });
+}
+
+}  // extern "C"

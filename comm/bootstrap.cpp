@@ -1,0 +1,157 @@
+// bootstrap.cpp - the rank side of the bootstrap: rendezvous, ring, allGather, barrier.
+#include "comm/bootstrap.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+
+#include "comm/bootstrap_wire.hpp"
+#include "comm/log.hpp"
+
+namespace zcoll {
+
+uint64_t localHostHash() {
+  std::string key;
+  std::ifstream bootId("/proc/sys/kernel/random/boot_id");
+  std::getline(bootId, key);
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  key += host;
+  for (const char* ns : {"/proc/self/ns/net", "/proc/self/ns/ipc"}) {
+    struct stat st{};
+    if (stat(ns, &st) == 0) key += fmt::format(":{}:{}", st.st_dev, st.st_ino);
+  }
+  return fnv1a(key.data(), key.size());
+}
+
+Bootstrap::~Bootstrap() = default;
+
+Status Bootstrap::create(const UniqueIdFields& id, int rank, int nranks, const Config& config,
+                         const std::atomic<bool>* abort, std::unique_ptr<Bootstrap>* out) {
+  std::unique_ptr<Bootstrap> b(new Bootstrap());
+  b->rank_ = rank;
+  b->nranks_ = nranks;
+  b->timeoutMs_ = config.timeoutMs;
+  b->abort_ = abort;
+  b->secret_ = id.secret;
+  if (Status s = b->rendezvous(id); !s) return s;
+  if (Status s = b->connectRing(); !s) return s;
+  *out = std::move(b);
+  return Status::ok();
+}
+
+Status Bootstrap::rendezvous(const UniqueIdFields& id) {
+  Deadline deadline = Deadline::afterMs(timeoutMs_);
+  Fd root;
+  if (Status s = connectTcp(id.root, deadline, abort_, &root); !s)
+    return std::move(s).withContext(fmt::format("rank {}: rendezvous with root {}", rank_, id.root.toString()));
+
+  // Listen on the interface that reaches the root: peers reach us the same way.
+  SockAddr local;
+  if (Status s = localAddress(root.get(), &local); !s) return s;
+  local.setPort(0);
+  SockAddr bound;
+  if (Status s = listenTcp(local, 4096, &listen_, &bound); !s) return std::move(s).withContext("bootstrap listen");
+
+  wire::Hello h{};
+  h.magic = wire::kHelloMagic;
+  h.version = wire::kVersion;
+  std::memcpy(h.secret, secret_.data(), secret_.size());
+  h.rank = rank_;
+  h.nranks = nranks_;
+  h.info.rank = rank_;
+  h.info.pid = getpid();
+  h.info.hostHash = localHostHash();
+  h.info.listen = bound;
+  gethostname(h.info.hostname, sizeof h.info.hostname - 1);
+  if (Status s = sendAll(root.get(), &h, sizeof h, deadline, abort_); !s)
+    return std::move(s).withContext("rendezvous: sending hello to root");
+
+  wire::Reply r{};
+  if (Status s = recvAll(root.get(), &r, sizeof r, deadline, abort_); !s) {
+    if (s.code() == StatusCode::Timeout)
+      return timeoutError("rank {}: rendezvous at {}: not all {} ranks joined within {} ms", rank_,
+                          id.root.toString(), nranks_, timeoutMs_);
+    return std::move(s).withContext(fmt::format("rank {}: rendezvous: waiting for root {}", rank_, id.root.toString()));
+  }
+  if (r.magic != wire::kReplyMagic) return remoteError("rendezvous: malformed reply from root {}", id.root.toString());
+  r.message[sizeof r.message - 1] = 0;
+  if (r.code != 0) return Status(static_cast<StatusCode>(r.code), fmt::format("rendezvous root: {}", r.message));
+  peers_.resize(static_cast<size_t>(nranks_));
+  if (Status s = recvAll(root.get(), peers_.data(), peers_.size() * sizeof(PeerInfo), deadline, abort_); !s)
+    return std::move(s).withContext("rendezvous: receiving the peer table");
+  for (int i = 0; i < nranks_; ++i)
+    if (peers_[i].rank != i) return remoteError("rendezvous: peer table entry {} names rank {}", i, peers_[i].rank);
+  nonce_ = r.nonce;
+  ZCOLL_TRACE(Boot, rank_, "rendezvous done: {} ranks, listening on {}", nranks_, bound.toString());
+  return Status::ok();
+}
+
+Status Bootstrap::connectRing() {
+  if (nranks_ == 1) {
+    listen_.reset();
+    return Status::ok();
+  }
+  Deadline deadline = Deadline::afterMs(timeoutMs_);
+  int next = (rank_ + 1) % nranks_;
+  int prev = (rank_ + nranks_ - 1) % nranks_;
+  if (Status s = connectTcp(peers_[next].listen, deadline, abort_, &next_); !s)
+    return std::move(s).withContext(fmt::format("bootstrap ring: rank {} connecting to rank {}", rank_, next));
+  wire::RingHello h{};
+  h.magic = wire::kRingMagic;
+  h.version = wire::kVersion;
+  std::memcpy(h.secret, secret_.data(), secret_.size());
+  h.nonce = nonce_;
+  h.rank = rank_;
+  if (Status s = sendAll(next_.get(), &h, sizeof h, deadline, abort_); !s)
+    return std::move(s).withContext(fmt::format("bootstrap ring: hello to rank {}", next));
+
+  // Accept until the previous rank shows up; anything else is dropped.
+  while (!prev_.valid()) {
+    Fd c;
+    SockAddr from;
+    if (Status s = acceptOne(listen_.get(), deadline, abort_, &c, &from); !s)
+      return std::move(s).withContext(fmt::format("bootstrap ring: rank {} waiting for rank {}", rank_, prev));
+    wire::RingHello in{};
+    // A stranger gets a short budget so it cannot hold up the ring.
+    Deadline helloDeadline = Deadline::atNs(std::min(deadline.ns(), nowNs() + 5'000'000'000));
+    Status s = recvAll(c.get(), &in, sizeof in, helloDeadline, abort_);
+    Secret got;
+    std::memcpy(got.data(), in.secret, got.size());
+    if (s && in.magic == wire::kRingMagic && in.version == wire::kVersion && secretsEqual(got, secret_) &&
+        in.nonce == nonce_ && in.rank == prev) {
+      prev_ = std::move(c);
+      break;
+    }
+    if (s.code() == StatusCode::Aborted) return s;
+    ZCOLL_WARN(Boot, rank_, "bootstrap ring: dropped connection from {}: {}", from.toString(),
+               s ? "wrong secret, nonce or rank" : s.message());
+  }
+  listen_.reset();
+  return Status::ok();
+}
+
+Status Bootstrap::allGather(void* data, size_t bytesPerRank) {
+  auto* base = static_cast<char*>(data);
+  Deadline deadline = Deadline::afterMs(timeoutMs_);
+  for (int step = 0; step < nranks_ - 1; ++step) {
+    int sendBlock = (rank_ - step + nranks_) % nranks_;
+    int recvBlock = (rank_ - step - 1 + nranks_) % nranks_;
+    if (Status s = sendAll(next_.get(), base + sendBlock * bytesPerRank, bytesPerRank, deadline, abort_); !s)
+      return std::move(s).withContext(fmt::format("bootstrap allgather: rank {} sending to rank {}", rank_,
+                                                  (rank_ + 1) % nranks_));
+    if (Status s = recvAll(prev_.get(), base + recvBlock * bytesPerRank, bytesPerRank, deadline, abort_); !s)
+      return std::move(s).withContext(fmt::format("bootstrap allgather: rank {} waiting for rank {}", rank_,
+                                                  (rank_ + nranks_ - 1) % nranks_));
+  }
+  return Status::ok();
+}
+
+Status Bootstrap::barrier() {
+  std::vector<uint8_t> bytes(static_cast<size_t>(nranks_), 0);
+  return allGather(bytes.data(), 1);
+}
+
+}  // namespace zcoll

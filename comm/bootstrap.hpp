@@ -1,0 +1,84 @@
+// bootstrap.hpp - how the ranks of a communicator find each other.
+//
+// 1. Rendezvous: every rank connects to the root (address and port from the unique id), presents
+//    the secret and its PeerInfo; the root answers each with the table of all PeerInfos and a random
+//    per-communicator nonce. The root is a thread of the process that made the id (RendezvousRoot).
+// 2. Ring: each rank connects to the next rank's listening socket and accepts the previous one;
+//    both present the secret and nonce. Strangers are logged and dropped.
+// 3. Out-of-band collectives on that ring: allGather of small blocks and barrier. Used during
+//    communicator setup only (transport wiring), never on a data path.
+// Every step is bounded by the config timeout and stops when the abort flag is raised.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "comm/config.hpp"
+#include "comm/socket.hpp"
+#include "comm/unique_id.hpp"
+
+namespace zcoll {
+
+// What a rank tells the others about itself. Trivially copyable: sent as bytes between ranks of
+// one job, which share an ABI.
+struct PeerInfo {
+  int32_t rank = -1;
+  int32_t pid = 0;
+  uint64_t hostHash = 0;  // equal <=> same host, network and IPC namespace (shared memory possible)
+  SockAddr listen;        // this rank's bootstrap listening address
+  char hostname[64] = {};
+};
+
+// This process's host identity: boot id, hostname and the net/ipc namespaces.
+uint64_t localHostHash();
+
+class Bootstrap {
+ public:
+  static Status create(const UniqueIdFields& id, int rank, int nranks, const Config& config,
+                       const std::atomic<bool>* abort, std::unique_ptr<Bootstrap>* out);
+  ~Bootstrap();
+
+  int rank() const { return rank_; }
+  int nranks() const { return nranks_; }
+  uint64_t nonce() const { return nonce_; }
+  const Secret& secret() const { return secret_; }
+  const std::vector<PeerInfo>& peers() const { return peers_; }
+
+  // data holds nranks blocks of bytesPerRank; this rank's block is filled; on return all are.
+  Status allGather(void* data, size_t bytesPerRank);
+  Status barrier();
+
+ private:
+  Bootstrap() = default;
+  Status rendezvous(const UniqueIdFields& id);
+  Status connectRing();
+
+  int rank_ = 0;
+  int nranks_ = 1;
+  int64_t timeoutMs_ = 0;
+  const std::atomic<bool>* abort_ = nullptr;
+  Secret secret_{};
+  uint64_t nonce_ = 0;
+  std::vector<PeerInfo> peers_;
+  Fd listen_;
+  Fd next_;
+  Fd prev_;
+};
+
+// The rendezvous service of one unique id, a thread in the process that created the id. It serves
+// exactly one communicator creation, then ends (or ends at its timeout).
+class RendezvousRoot {
+ public:
+  // Listens on `bindAddr` (port 0 = any free port); *bound receives the address to put in the id.
+  static Status start(const SockAddr& bindAddr, const Secret& secret, int64_t timeoutMs, SockAddr* bound);
+  // Joins the service of this id if this process runs it (after the caller's rendezvous is done).
+  static void join(const SockAddr& root, const Secret& secret);
+  // Stops the service of this id if this process runs it (after a failed init) and joins it.
+  static void cancel(const SockAddr& root, const Secret& secret);
+  // Joins every finished service thread.
+  static void reap();
+};
+
+}  // namespace zcoll

@@ -1,0 +1,223 @@
+// communicator.cpp - creation, execution engine and teardown (see communicator.hpp).
+#include "comm/communicator.hpp"
+
+#include <algorithm>
+
+#include "algorithms/registry.hpp"
+#include "comm/log.hpp"
+#include "transport/wait.hpp"
+#ifdef ZCOLL_HAVE_SHM
+#include "transport/shm/shm_transport.hpp"
+#endif
+
+namespace zcoll {
+namespace {
+
+bool wantsTransport(const std::string& list, std::string_view name) {
+  if (list.empty()) return true;
+  std::string_view rest(list);
+  while (!rest.empty()) {
+    size_t comma = rest.find(',');
+    if (rest.substr(0, comma) == name) return true;
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+  }
+  return false;
+}
+
+}  // namespace
+
+Status Communicator::create(const UniqueIdFields& id, int nranks, int rank, const Config& config,
+                            std::unique_ptr<Communicator>* out) {
+  if (Status s = validateAlgoOverride(config.algo); !s) return s;
+  std::unique_ptr<Communicator> c(new Communicator());
+  c->rank_ = rank;
+  c->nranks_ = nranks;
+  c->config_ = config;
+  if (Status s = Bootstrap::create(id, rank, nranks, config, &c->abort_, &c->bootstrap_); !s) return s;
+  RendezvousRoot::join(id.root, id.secret);
+
+  const std::vector<PeerInfo>& peers = c->bootstrap_->peers();
+  for (const PeerInfo& p : peers) {
+    if (p.hostHash != peers[rank].hostHash)
+      return notSupported(
+          "rank {} runs on host '{}', not this rank's ('{}', or another network/IPC namespace): no transport in this "
+          "build reaches another host (the shared-memory transport serves one host)",
+          p.rank, p.hostname, peers[rank].hostname);
+  }
+#ifdef ZCOLL_HAVE_SHM
+  if (wantsTransport(config.transports, "shm")) {
+    if (Status s = shm::ShmTransport::create(*c->bootstrap_, config, &c->abort_, &c->transport_); !s)
+      return std::move(s).withContext(fmt::format("rank {}: shared-memory transport", rank));
+  }
+#endif
+  if (!c->transport_)
+    return notSupported("ZCOLL_TRANSPORTS='{}': none of these transports is built and usable here (built: {})",
+                        config.transports,
+#ifdef ZCOLL_HAVE_SHM
+                        "shm"
+#else
+                        "none"
+#endif
+    );
+  ZCOLL_INFO(Init, rank, "communicator ready: rank {} of {}, transport {}, chunk {} bytes x {} slots, timeout {} ms",
+             rank, nranks, c->transport_->name(), config.chunkBytes, config.fifoSlots, config.timeoutMs);
+  *out = std::move(c);
+  return Status::ok();
+}
+
+Communicator::~Communicator() {
+  abort_.store(true);
+  {
+    std::lock_guard lock(mutex_);
+    stopWorker_ = true;
+  }
+  workCv_.notify_all();
+  if (transport_) transport_->wake();
+  if (worker_.joinable()) worker_.join();
+}
+
+void Communicator::recordFailure(const Status& s) {
+  int expected = 0;
+  if (asyncError_.compare_exchange_strong(expected, static_cast<int>(s.code()))) {
+    std::lock_guard lock(mutex_);
+    firstError_ = s.message();
+  }
+  ZCOLL_WARN(Coll, rank_, "{}", s.message());
+}
+
+Status Communicator::execute(const OpArgs& op) {
+  if (int err = asyncError_.load(); err != 0) {
+    std::lock_guard lock(mutex_);
+    return Status(static_cast<StatusCode>(err),
+                  fmt::format("communicator unusable after an earlier failure: {}", firstError_));
+  }
+  if (abort_.load()) return Status(StatusCode::Aborted, "communicator aborted");
+  const Algorithm* algo = nullptr;
+  if (Status s = selectAlgorithm(op, nranks_, config_.algo, &algo); !s) return s;
+  Waiter waiter(transport_.get(), WaitPolicy{config_.spinNs, config_.yieldNs}, Deadline::afterMs(config_.timeoutMs),
+                &abort_);
+  AlgoContext ctx;
+  ctx.rank = rank_;
+  ctx.nranks = nranks_;
+  ctx.transport = transport_.get();
+  ctx.waiter = &waiter;
+  ctx.chunkBytes = std::min<size_t>(static_cast<size_t>(config_.chunkBytes), transport_->chunkCapacity());
+  ZCOLL_TRACE(Coll, rank_, "{} #{} ({}): count {} {} {} root {}", collectiveName(op.coll), op.seq, algo->name(),
+              op.count, dataTypeName(op.dtype), redOpName(op.op), op.root);
+  Status s = algo->run(op, ctx);
+  if (!s && s.code() != StatusCode::InvalidUsage) recordFailure(s);
+  return s;
+}
+
+Status Communicator::call(const OpArgs& opIn) {
+  OpArgs op = opIn;
+  op.seq = op.coll == Collective::SendRecv ? p2pSeq_++ : collSeq_++;
+  if (pending_.load() == 0) return execute(op);
+  // Earlier nonblocking operations are still queued: keep the order.
+  Request* req = nullptr;
+  {
+    std::lock_guard lock(mutex_);
+    req = acquireRequest();
+  }
+  req->op = op;
+  if (op.coll == Collective::SendRecv) {
+    req->items.assign(op.items, op.items + op.nitems);
+    req->op.items = req->items.data();
+  }
+  {
+    std::lock_guard lock(mutex_);
+    queue_.push_back(req);
+    pending_.fetch_add(1);
+  }
+  workCv_.notify_one();
+  return wait(req);
+}
+
+Status Communicator::submit(const OpArgs& opIn, Request** out) {
+  std::lock_guard lock(mutex_);
+  if (!worker_.joinable()) {
+    try {
+      worker_ = std::thread([this] { workerLoop(); });
+    } catch (const std::system_error& e) {
+      return systemError("starting the progress thread", e.code().value());
+    }
+  }
+  Request* req = acquireRequest();
+  req->op = opIn;
+  req->op.seq = opIn.coll == Collective::SendRecv ? p2pSeq_++ : collSeq_++;
+  if (opIn.coll == Collective::SendRecv) {
+    req->items.assign(opIn.items, opIn.items + opIn.nitems);
+    req->op.items = req->items.data();
+  }
+  queue_.push_back(req);
+  pending_.fetch_add(1);
+  workCv_.notify_one();
+  *out = req;
+  return Status::ok();
+}
+
+void Communicator::workerLoop() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    workCv_.wait(lock, [this] { return stopWorker_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping, nothing left
+    Request* req = queue_.front();
+    queue_.pop_front();
+    lock.unlock();
+    req->result = execute(req->op);
+    req->done.store(1, std::memory_order_release);
+    req->done.notify_all();
+    pending_.fetch_sub(1);
+    lock.lock();
+  }
+}
+
+Status Communicator::wait(Request* req) {
+  req->done.wait(0, std::memory_order_acquire);
+  Status s = std::move(req->result);
+  std::lock_guard lock(mutex_);
+  releaseRequest(req);
+  return s;
+}
+
+bool Communicator::test(Request* req, Status* result) {
+  if (req->done.load(std::memory_order_acquire) == 0) return false;
+  *result = std::move(req->result);
+  std::lock_guard lock(mutex_);
+  releaseRequest(req);
+  return true;
+}
+
+Request* Communicator::acquireRequest() {
+  if (freeRequests_.empty()) {
+    requests_.push_back(std::make_unique<Request>());
+    requests_.back()->comm = this;
+    freeRequests_.push_back(requests_.back().get());
+  }
+  Request* r = freeRequests_.back();
+  freeRequests_.pop_back();
+  r->done.store(0);
+  r->result = Status::ok();
+  r->items.clear();
+  return r;
+}
+
+void Communicator::releaseRequest(Request* req) { freeRequests_.push_back(req); }
+
+void Communicator::abort() {
+  abort_.store(true);
+  if (transport_) transport_->wake();
+  workCv_.notify_all();
+}
+
+Status Communicator::drain() {
+  Deadline d = Deadline::afterMs(config_.timeoutMs + 1000);
+  while (pending_.load() > 0) {
+    if (d.passed()) return timeoutError("destroy: {} operations still pending after the timeout", pending_.load());
+    struct timespec ts{0, 1'000'000};
+    nanosleep(&ts, nullptr);
+  }
+  return Status::ok();
+}
+
+}  // namespace zcoll

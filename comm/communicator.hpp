@@ -1,0 +1,98 @@
+// communicator.hpp - one rank's membership in a group of ranks: its bootstrap, transport, config,
+// sequence numbers, and the engine that runs its operations in call order.
+//
+// Execution: a blocking call runs on the caller's thread when nothing is queued (lowest latency);
+// nonblocking calls, and blocking calls issued while some are queued, go to the communicator's
+// progress thread (started on first use) and complete a Request. Either way operations run one at a
+// time, in call order, which is the order all ranks agree on.
+//
+// Failure: an operation that times out, meets a dead or mismatched peer, or is aborted leaves the
+// FIFOs in an unknown state, so the communicator records that first error (zcollCommGetAsyncError)
+// and refuses further operations with it. Argument errors are caught before execution and do not.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "algorithms/algorithm.hpp"
+#include "comm/bootstrap.hpp"
+#include "comm/config.hpp"
+#include "transport/transport.hpp"
+
+namespace zcoll {
+
+class Communicator;
+
+// A queued operation and its completion. Owned by the communicator's pool.
+struct Request {
+  Communicator* comm = nullptr;
+  OpArgs op;
+  std::vector<P2PItem> items;  // SendRecv batches keep their transfers here
+  Status result;
+  std::atomic<uint32_t> done{0};
+};
+
+class Communicator {
+ public:
+  static Status create(const UniqueIdFields& id, int nranks, int rank, const Config& config,
+                       std::unique_ptr<Communicator>* out);
+  ~Communicator();
+
+  int rank() const { return rank_; }
+  int nranks() const { return nranks_; }
+  const Config& config() const { return config_; }
+
+  // Runs op now (blocking) in call order. For SendRecv, op.items must stay valid during the call.
+  Status call(const OpArgs& op);
+  // Queues op on the progress thread; *out completes later. items are copied.
+  Status submit(const OpArgs& op, Request** out);
+  // Completion of a submitted request; both release it once done.
+  Status wait(Request* req);
+  bool test(Request* req, Status* result);
+
+  // Raises the abort flag and wakes every wait; safe from any thread.
+  void abort();
+  bool aborted() const { return abort_.load(); }
+  StatusCode asyncError() const { return static_cast<StatusCode>(asyncError_.load()); }
+
+  // Waits (bounded by the timeout) for queued operations to finish; then the object may be deleted.
+  Status drain();
+
+  // Calls in progress on this communicator from API threads (abort waits for them to leave).
+  std::atomic<int> activeCalls{0};
+
+ private:
+  Communicator() = default;
+  Status execute(const OpArgs& op);
+  Request* acquireRequest();
+  void releaseRequest(Request* req);
+  void workerLoop();
+  void recordFailure(const Status& s);
+
+  int rank_ = 0;
+  int nranks_ = 1;
+  Config config_;
+  std::unique_ptr<Bootstrap> bootstrap_;
+  std::unique_ptr<Transport> transport_;
+  std::atomic<bool> abort_{false};
+  std::atomic<int> asyncError_{0};
+  std::string firstError_;  // guarded by mutex_
+  uint64_t collSeq_ = 0;    // collectives issued so far (the sequence all ranks share)
+  uint64_t p2pSeq_ = 0;
+
+  std::mutex mutex_;  // guards everything below
+  std::condition_variable workCv_;
+  std::deque<Request*> queue_;
+  std::vector<std::unique_ptr<Request>> requests_;
+  std::vector<Request*> freeRequests_;
+  std::atomic<int> pending_{0};  // submitted and not yet completed
+  bool stopWorker_ = false;
+  std::thread worker_;
+};
+
+}  // namespace zcoll

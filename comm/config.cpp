@@ -1,0 +1,211 @@
+// config.cpp - defaults, API fields and the ZCOLL_* environment, in that order; the only file
+// that calls getenv.
+#include "comm/config.hpp"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <cstddef>
+#include <cstdint>
+#include <strings.h>
+
+namespace zcoll {
+namespace {
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : nullptr;
+}
+
+bool parseInt(std::string_view s, int64_t* out) {
+  if (s.empty()) return false;
+  std::string tmp(s);
+  char* end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(tmp.c_str(), &end, 10);
+  if (errno || *end) return false;
+  *out = v;
+  return true;
+}
+
+Status envPositive(const char* name, int64_t minValue, int64_t maxValue, bool bytes, int64_t* field) {
+  const char* v = env(name);
+  if (!v) return Status::ok();
+  int64_t x = 0;
+  bool ok = bytes ? parseByteSize(v, &x) : parseInt(v, &x);
+  if (!ok || x < minValue || x > maxValue)
+    return invalidArgument("environment variable {}='{}': expected {} in [{}, {}]", name, v,
+                           bytes ? "a size (e.g. 256K)" : "an integer", minValue, maxValue);
+  *field = x;
+  return Status::ok();
+}
+
+void envString(const char* name, std::string* field) {
+  if (const char* v = env(name)) *field = v;
+}
+
+constexpr int64_t kMaxChunk = int64_t{1} << 30;
+
+}  // namespace
+
+const std::vector<ConfigVariable>& configVariables() {
+  static const std::vector<ConfigVariable> vars = {
+      {"ZCOLL_TIMEOUT_S", "300", "bound on every wait, in seconds (fractions allowed)"},
+      {"ZCOLL_CHUNK_SIZE", "256K", "pipelining chunk and shared-memory slot size (K/M/G suffixes)"},
+      {"ZCOLL_FIFO_SLOTS", "4", "slots per peer FIFO (2 to 64)"},
+      {"ZCOLL_SPIN_NS", "2000", "a wait spins this many nanoseconds before yielding"},
+      {"ZCOLL_YIELD_NS", "50000", "then yields the CPU this many nanoseconds before sleeping"},
+      {"ZCOLL_ALGO", "(automatic)", "force an algorithm by name (e.g. ring)"},
+      {"ZCOLL_TRANSPORTS", "(automatic)", "transports to use, comma-separated (shm)"},
+      {"ZCOLL_SOCKET_IFNAME", "(loopback)", "network interface of the bootstrap sockets"},
+      {"ZCOLL_BOOTSTRAP_SECRET", "(derived)", "32 hex digits: the rendezvous secret for env launch"},
+      {"ZCOLL_COMM_ID", "(unset)", "host:port of the rendezvous for zcollCommInitFromEnv"},
+      {"ZCOLL_DEBUG", "WARN", "log level: NONE, WARN, INFO or TRACE"},
+      {"ZCOLL_DEBUG_SUBSYS", "(all)", "comma-separated subsystems to log: init, boot, coll, shm"},
+      {"ZCOLL_DEBUG_FILE", "(stderr)", "log file; %h is replaced by the host name, %p by the pid"},
+  };
+  return vars;
+}
+
+bool parseByteSize(std::string_view s, int64_t* out) {
+  if (s.empty()) return false;
+  int64_t mul = 1;
+  char last = s.back();
+  switch (last) {
+    case 'k': case 'K': mul = int64_t{1} << 10; break;
+    case 'm': case 'M': mul = int64_t{1} << 20; break;
+    case 'g': case 'G': mul = int64_t{1} << 30; break;
+    default: break;
+  }
+  if (mul != 1) s.remove_suffix(1);
+  int64_t v = 0;
+  if (!parseInt(s, &v) || v < 0 || v > INT64_MAX / mul) return false;
+  *out = v * mul;
+  return true;
+}
+
+Status buildConfig(const zcollConfig_t* api, Config* out) {
+  Config c;  // defaults
+  if (api) {
+    if (api->size < offsetof(zcollConfig_t, transports) + sizeof(api->transports) ||
+        api->magic != ZCOLL_CONFIG_MAGIC)
+      return invalidArgument("config: not initialized with ZCOLL_CONFIG_INITIALIZER (size {}, magic {:#x})",
+                             api->size, api->magic);
+    if (api->timeoutMs != ZCOLL_CONFIG_UNDEF_INT) {
+      if (api->timeoutMs <= 0) return invalidArgument("config->timeoutMs = {}: must be > 0", api->timeoutMs);
+      c.timeoutMs = api->timeoutMs;
+    }
+    if (api->chunkBytes != ZCOLL_CONFIG_UNDEF_INT) {
+      if (api->chunkBytes < 8) return invalidArgument("config->chunkBytes = {}: must be >= 8", api->chunkBytes);
+      c.chunkBytes = api->chunkBytes;
+    }
+    if (api->fifoSlots != ZCOLL_CONFIG_UNDEF_INT) {
+      if (api->fifoSlots < 2 || api->fifoSlots > 64)
+        return invalidArgument("config->fifoSlots = {}: must be in [2, 64]", api->fifoSlots);
+      c.fifoSlots = api->fifoSlots;
+    }
+    if (api->algo) c.algo = api->algo;
+    if (api->transports) c.transports = api->transports;
+  }
+
+  if (const char* v = env("ZCOLL_TIMEOUT_S")) {
+    char* end = nullptr;
+    double s = std::strtod(v, &end);
+    if (*end || !(s > 0) || s > 1e7)
+      return invalidArgument("environment variable ZCOLL_TIMEOUT_S='{}': expected seconds > 0", v);
+    c.timeoutMs = static_cast<int64_t>(s * 1000.0 + 0.5);
+    if (c.timeoutMs < 1) c.timeoutMs = 1;
+  }
+  if (Status s = envPositive("ZCOLL_CHUNK_SIZE", 8, kMaxChunk, true, &c.chunkBytes); !s) return s;
+  int64_t slots = c.fifoSlots;
+  if (Status s = envPositive("ZCOLL_FIFO_SLOTS", 2, 64, false, &slots); !s) return s;
+  c.fifoSlots = static_cast<int>(slots);
+  if (Status s = envPositive("ZCOLL_SPIN_NS", 0, int64_t{1} << 40, false, &c.spinNs); !s) return s;
+  if (Status s = envPositive("ZCOLL_YIELD_NS", 0, int64_t{1} << 40, false, &c.yieldNs); !s) return s;
+  envString("ZCOLL_ALGO", &c.algo);
+  envString("ZCOLL_TRANSPORTS", &c.transports);
+  envString("ZCOLL_SOCKET_IFNAME", &c.socketIfname);
+  envString("ZCOLL_BOOTSTRAP_SECRET", &c.bootstrapSecret);
+  if (c.chunkBytes > kMaxChunk) return invalidArgument("chunk size {} is above 1 GiB", c.chunkBytes);
+  *out = std::move(c);
+  return Status::ok();
+}
+
+LogSettings readLogSettings() {
+  LogSettings s;
+  if (const char* v = env("ZCOLL_DEBUG")) {
+    if (!strcasecmp(v, "NONE") || !strcasecmp(v, "OFF")) s.level = LogLevel::Off;
+    else if (!strcasecmp(v, "INFO")) s.level = LogLevel::Info;
+    else if (!strcasecmp(v, "TRACE")) s.level = LogLevel::Trace;
+    else s.level = LogLevel::Warn;
+  }
+  envString("ZCOLL_DEBUG_SUBSYS", &s.subsystems);
+  envString("ZCOLL_DEBUG_FILE", &s.file);
+  return s;
+}
+
+namespace {
+
+// First of the given variables that is set, parsed as an integer.
+bool firstInt(std::initializer_list<const char*> names, int* out, const char** which) {
+  for (const char* n : names) {
+    if (const char* v = env(n)) {
+      int64_t x = 0;
+      if (!parseInt(v, &x) || x < 0 || x > INT32_MAX) return false;
+      *out = static_cast<int>(x);
+      *which = n;
+      return true;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+Status readLaunchEnv(LaunchEnv* out) {
+  LaunchEnv e;
+  const char* rankVar = nullptr;
+  const char* sizeVar = nullptr;
+  const char* localVar = nullptr;
+  // Launchers in order of precedence: torchrun / zcoll-run, Open MPI, PMI (MPICH hydra), Slurm.
+  if (!firstInt({"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"}, &e.rank, &rankVar))
+    return invalidArgument("environment: {} is not a rank number", rankVar ? rankVar : "rank variable");
+  if (!firstInt({"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"}, &e.size, &sizeVar))
+    return invalidArgument("environment: world size variable is not a number");
+  if (!firstInt({"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"}, &e.localRank,
+                &localVar))
+    return invalidArgument("environment: local rank variable is not a number");
+  if (!rankVar || !sizeVar)
+    return invalidArgument(
+        "environment: no launcher variables found (need RANK and WORLD_SIZE, OMPI_COMM_WORLD_RANK/SIZE, "
+        "PMI_RANK/SIZE or SLURM_PROCID/NTASKS)");
+  if (e.size < 1 || e.rank >= e.size)
+    return invalidArgument("environment: {}={} is not in [0, {}={})", rankVar, e.rank, sizeVar, e.size);
+  e.source = fmt::format("{}/{}", rankVar, sizeVar);
+
+  if (const char* id = env("ZCOLL_COMM_ID")) {
+    std::string_view s(id);
+    size_t colon = s.rfind(':');
+    int64_t port = 0;
+    if (colon == std::string_view::npos || !parseInt(s.substr(colon + 1), &port) || port <= 0 || port > 65535)
+      return invalidArgument("environment: ZCOLL_COMM_ID='{}': expected host:port", id);
+    std::string_view host = s.substr(0, colon);
+    if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+    e.rendezvousHost = std::string(host);
+    e.rendezvousPort = static_cast<int>(port);
+  } else {
+    const char* addr = env("MASTER_ADDR");
+    const char* portText = env("MASTER_PORT");
+    int64_t port = 0;
+    if (!addr || !portText)
+      return invalidArgument("environment: no rendezvous address: set MASTER_ADDR and MASTER_PORT, or ZCOLL_COMM_ID");
+    if (!parseInt(portText, &port) || port <= 0 || port > 65535)
+      return invalidArgument("environment: MASTER_PORT='{}' is not a port number", portText);
+    e.rendezvousHost = addr;
+    e.rendezvousPort = static_cast<int>(port);
+  }
+  *out = std::move(e);
+  return Status::ok();
+}
+
+}  // namespace zcoll

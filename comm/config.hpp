@@ -1,0 +1,68 @@
+// config.hpp - the one typed configuration of zcoll.
+//
+// A Config is filled once per communicator: defaults, then the API's zcollConfig_t, then the ZCOLL_*
+// environment (which wins), and passed down by const reference. No other file reads the
+// environment: launcher variables (RANK, MASTER_ADDR...) are read here too, into LaunchEnv.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "comm/status.hpp"
+#include "zcoll/zcoll.h"
+
+
+namespace zcoll {
+
+enum class LogLevel : int { Off = 0, Warn = 1, Info = 2, Trace = 3 };
+
+struct Config {
+  int64_t timeoutMs = 300'000;       // every wait is bounded by this
+  int64_t chunkBytes = 256 * 1024;   // pipelining chunk = shared-memory slot size
+  int fifoSlots = 4;                 // slots per peer FIFO (>= 2: see docs/algorithms.md)
+  int64_t spinNs = 2'000;            // wait policy: spin this long,
+  int64_t yieldNs = 50'000;          // then sched_yield this long, then sleep on a futex
+  std::string algo;                  // ZCOLL_ALGO: "" = automatic
+  std::string transports;            // ZCOLL_TRANSPORTS: "" = automatic
+  std::string socketIfname;          // ZCOLL_SOCKET_IFNAME: interface for bootstrap sockets
+  std::string bootstrapSecret;       // ZCOLL_BOOTSTRAP_SECRET (32 hex digits), for env launch
+};
+
+// Process-wide logging settings (the logger is shared by all communicators of a process).
+struct LogSettings {
+  LogLevel level = LogLevel::Warn;
+  std::string subsystems;  // comma-separated, "" = all
+  std::string file;        // "" = stderr; %h host, %p pid
+};
+
+// One row per ZCOLL_* variable: the single table the docs are checked against.
+struct ConfigVariable {
+  std::string_view name;
+  std::string_view defaultValue;
+  std::string_view meaning;
+};
+const std::vector<ConfigVariable>& configVariables();
+
+// Defaults, then `api` (may be null; validated: size/magic/field ranges), then ZCOLL_* variables.
+Status buildConfig(const zcollConfig_t* api, Config* out);
+
+LogSettings readLogSettings();
+
+// What a launcher (torchrun, Open MPI, PMI, Slurm, zcoll-run) put in the environment.
+struct LaunchEnv {
+  int rank = -1;
+  int size = -1;
+  int localRank = -1;
+  std::string rendezvousHost;  // MASTER_ADDR or the host part of ZCOLL_COMM_ID
+  int rendezvousPort = -1;
+  std::string source;          // which launcher's variables were used, for messages
+};
+Status readLaunchEnv(LaunchEnv* out);
+
+// "262144", "256K", "1M", "2G" (binary multiples). False if malformed or negative.
+bool parseByteSize(std::string_view s, int64_t* out);
+
+}  // namespace zcoll

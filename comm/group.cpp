@@ -1,0 +1,109 @@
+// group.cpp - see group.hpp.
+#include "comm/group.hpp"
+
+#include <vector>
+
+#include "comm/handles.hpp"
+
+namespace zcoll {
+namespace {
+
+struct Entry {
+  zcollComm_t comm;
+  OpArgs op;
+  P2PItem item;
+};
+
+struct GroupState {
+  int depth = 0;
+  std::vector<Entry> entries;  // kept across groups: no allocation once grown
+  std::vector<P2PItem> items;
+};
+
+thread_local GroupState tGroup;
+
+// One communicator's run of calls: collectives as they are, consecutive send/recv as one batch.
+struct Batch {
+  zcollComm_t comm;
+  OpArgs op;
+  size_t firstItem = 0;
+};
+
+}  // namespace
+
+bool groupActive() { return tGroup.depth > 0; }
+
+Status groupStart() {
+  tGroup.depth++;
+  return Status::ok();
+}
+
+Status groupAdd(zcollComm_t comm, const OpArgs& op, const P2PItem* item) {
+  tGroup.entries.push_back(Entry{comm, op, item ? *item : P2PItem{}});
+  return Status::ok();
+}
+
+Status groupEnd() {
+  GroupState& g = tGroup;
+  if (g.depth == 0) return invalidUsage("zcollGroupEnd without a matching zcollGroupStart");
+  if (--g.depth > 0) return Status::ok();
+
+  // Order by communicator (stable), fusing consecutive send/recv of one communicator.
+  std::vector<Batch> batches;
+  g.items.clear();
+  std::vector<zcollComm_t> comms;
+  for (const Entry& e : g.entries) {
+    bool seen = false;
+    for (zcollComm_t c : comms) seen |= c == e.comm;
+    if (!seen) comms.push_back(e.comm);
+  }
+  for (zcollComm_t c : comms) {
+    for (const Entry& e : g.entries) {
+      if (e.comm != c) continue;
+      if (e.op.coll == Collective::SendRecv) {
+        if (batches.empty() || batches.back().comm != c || batches.back().op.coll != Collective::SendRecv) {
+          Batch b{c, e.op, g.items.size()};
+          b.op.nitems = 0;
+          batches.push_back(b);
+        }
+        g.items.push_back(e.item);
+        batches.back().op.nitems++;
+      } else {
+        batches.push_back(Batch{c, e.op, 0});
+      }
+    }
+  }
+  g.entries.clear();
+  for (Batch& b : batches)
+    if (b.op.coll == Collective::SendRecv) b.op.items = g.items.data() + b.firstItem;
+
+  Status first;
+  auto keep = [&first](Status s) {
+    if (first && !s) first = std::move(s);
+  };
+  if (comms.size() == 1) {
+    CommRef ref;
+    if (Status s = ref.acquire(comms[0]); !s) return s;
+    for (Batch& b : batches) {
+      Status s = ref->call(b.op);
+      if (!s) return s;
+    }
+    return Status::ok();
+  }
+  // Several communicators: all to their progress threads, then wait for every one.
+  std::vector<CommRef> refs(comms.size());
+  for (size_t i = 0; i < comms.size(); ++i)
+    if (Status s = refs[i].acquire(comms[i]); !s) return s;
+  std::vector<std::pair<Communicator*, Request*>> reqs;
+  for (Batch& b : batches) {
+    Communicator* c = b.comm->impl.get();
+    Request* r = nullptr;
+    Status s = c->submit(b.op, &r);
+    if (s) reqs.emplace_back(c, r);
+    keep(std::move(s));
+  }
+  for (auto& [c, r] : reqs) keep(c->wait(r));
+  return first;
+}
+
+}  // namespace zcoll

@@ -1,0 +1,20 @@
+// group.hpp - zcollGroupStart/End: per-thread queue of calls that run together at the outer end.
+//
+// At the end, each communicator's calls run in order, its consecutive send/recv calls fused into
+// one batch (so exchanges cannot deadlock). With one communicator they run on the calling thread;
+// with several (one thread driving several ranks), each communicator's calls go to its progress
+// thread at once and the end waits for all of them.
+#pragma once
+
+#include "algorithms/algorithm.hpp"
+#include "zcoll/zcoll.h"
+
+namespace zcoll {
+
+bool groupActive();
+Status groupStart();
+Status groupEnd();
+// Queues a validated call; for SendRecv, `item` is the one transfer.
+Status groupAdd(zcollComm_t comm, const OpArgs& op, const P2PItem* item);
+
+}  // namespace zcoll

@@ -1,0 +1,86 @@
+// status.hpp - zcoll's one internal error model.
+//
+// Every internal function that can fail returns a [[nodiscard]] Status: a code and a message.
+// The message is built where the error is first seen (it names the argument, the peer, the errno);
+// callers add context with withContext(). Status is translated to zcollResult_t in exactly one
+// place (comm/boundary.hpp). Ok carries no allocation.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include <fmt/format.h>
+
+namespace zcoll {
+
+enum class StatusCode {
+  Ok,
+  InvalidArgument,
+  InvalidUsage,
+  NotSupported,
+  Timeout,
+  RemoteError,
+  Aborted,
+  System,
+  Internal,
+};
+
+std::string_view statusCodeName(StatusCode code);
+
+class [[nodiscard]] Status {
+ public:
+  Status() = default;
+  Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
+
+  static Status ok() { return {}; }
+
+  bool isOk() const { return code_ == StatusCode::Ok; }
+  explicit operator bool() const { return isOk(); }
+  StatusCode code() const { return code_; }
+  const std::string& message() const { return message_; }
+
+  // "what we were doing: original message"
+  Status withContext(std::string_view context) && {
+    if (!isOk()) message_ = fmt::format("{}: {}", context, message_);
+    return std::move(*this);
+  }
+
+ private:
+  StatusCode code_ = StatusCode::Ok;
+  std::string message_;
+};
+
+template <typename... Args>
+Status makeStatus(StatusCode code, fmt::format_string<Args...> f, Args&&... args) {
+  return Status(code, fmt::format(f, std::forward<Args>(args)...));
+}
+template <typename... Args>
+Status invalidArgument(fmt::format_string<Args...> f, Args&&... args) {
+  return makeStatus(StatusCode::InvalidArgument, f, std::forward<Args>(args)...);
+}
+template <typename... Args>
+Status invalidUsage(fmt::format_string<Args...> f, Args&&... args) {
+  return makeStatus(StatusCode::InvalidUsage, f, std::forward<Args>(args)...);
+}
+template <typename... Args>
+Status notSupported(fmt::format_string<Args...> f, Args&&... args) {
+  return makeStatus(StatusCode::NotSupported, f, std::forward<Args>(args)...);
+}
+template <typename... Args>
+Status timeoutError(fmt::format_string<Args...> f, Args&&... args) {
+  return makeStatus(StatusCode::Timeout, f, std::forward<Args>(args)...);
+}
+template <typename... Args>
+Status remoteError(fmt::format_string<Args...> f, Args&&... args) {
+  return makeStatus(StatusCode::RemoteError, f, std::forward<Args>(args)...);
+}
+template <typename... Args>
+Status internalError(fmt::format_string<Args...> f, Args&&... args) {
+  return makeStatus(StatusCode::Internal, f, std::forward<Args>(args)...);
+}
+
+// A failed OS call: the message carries the call, errno's text and the context.
+Status systemError(std::string_view what, int err);
+
+}  // namespace zcoll

@@ -1,0 +1,56 @@
+// shm_layout.hpp - where things live in one rank's shared-memory segment (pure arithmetic).
+//
+// The segment of rank `owner` holds its header and one inbound FIFO per other rank:
+//   [SegmentHeader: 4 KiB][FifoCtrl x (nranks-1)][page-aligned data: (nranks-1) x slots x slotStride]
+// The FIFO from sender s sits at index fifoIndex(owner, s). The sender writes into the owner's
+// segment; the owner reads in place. head is written by the sender, tail by the owner; each on its
+// own cache line.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace zcoll::shm {
+
+inline constexpr uint64_t kSegmentMagic = 0x7a636f6c6c53484dull;  // "zcollSHM"
+inline constexpr int kMaxSlots = 64;
+
+struct alignas(64) SegmentHeader {
+  uint64_t magic;
+  int32_t rank;
+  int32_t nranks;
+  int32_t slots;
+  int32_t pid;
+  uint64_t slotBytes;
+  uint64_t nonce;
+  alignas(64) std::atomic<uint32_t> doorbell;  // rung by peers whose event concerns this rank
+  alignas(64) std::atomic<uint32_t> sleepers;  // > 0 while this rank sleeps on doorbell
+};
+
+struct alignas(64) FifoCtrl {
+  alignas(64) std::atomic<uint64_t> head;  // chunks published by the sender
+  alignas(64) std::atomic<uint64_t> tail;  // chunks released by the receiver
+  alignas(64) uint64_t bytes[kMaxSlots];   // payload size of each slot, written before head
+};
+
+struct Layout {
+  int nranks = 1;
+  int slots = 2;
+  size_t slotBytes = 0;
+
+  static constexpr size_t kPage = 4096;
+  static constexpr size_t roundUp(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+  static constexpr int fifoIndex(int owner, int sender) { return sender < owner ? sender : sender - 1; }
+  size_t slotStride() const { return roundUp(slotBytes, 64); }
+  size_t fifoDataBytes() const { return roundUp(slotStride() * static_cast<size_t>(slots), kPage); }
+  size_t ctrlOffset(int index) const { return kPage + sizeof(FifoCtrl) * static_cast<size_t>(index); }
+  size_t dataBase() const { return roundUp(ctrlOffset(nranks - 1), kPage); }
+  size_t dataOffset(int index) const { return dataBase() + fifoDataBytes() * static_cast<size_t>(index); }
+  size_t totalBytes() const { return dataOffset(nranks - 1); }
+};
+
+static_assert(sizeof(SegmentHeader) <= Layout::kPage);
+
+}  // namespace zcoll::shm

@@ -1,0 +1,172 @@
+// shm_transport.cpp - see shm_transport.hpp.
+#include "transport/shm/shm_transport.hpp"
+
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "comm/log.hpp"
+#include "transport/shm/memfd_exchange.hpp"
+
+namespace zcoll::shm {
+namespace {
+
+long futex(std::atomic<uint32_t>* addr, int op, uint32_t value, const timespec* timeout) {
+  return ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(addr), op, value, timeout, nullptr, 0);
+}
+
+// Maps `bytes` of fd shared; the owner touches every page (huge pages where the kernel allows),
+// peers pre-fault their page tables.
+Status mapSegment(int fd, size_t bytes, bool owner, uint8_t** out) {
+  int flags = MAP_SHARED | (owner ? 0 : MAP_POPULATE);
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, flags, fd, 0);
+  if (p == MAP_FAILED) return systemError(fmt::format("mmap of a {}-byte shared segment", bytes), errno);
+  if (owner) {
+    ::madvise(p, bytes, MADV_HUGEPAGE);  // best effort: shmem THP may be off
+    std::memset(p, 0, bytes);
+  }
+  *out = static_cast<uint8_t*>(p);
+  return Status::ok();
+}
+
+}  // namespace
+
+Status ShmTransport::create(Bootstrap& boot, const Config& config, const std::atomic<bool>* abort,
+                            std::unique_ptr<Transport>* out) {
+  const int rank = boot.rank();
+  const int nranks = boot.nranks();
+  Deadline deadline = Deadline::afterMs(config.timeoutMs);
+  std::unique_ptr<ShmTransport> t(new ShmTransport());
+  t->rank_ = rank;
+  t->layout_.nranks = nranks;
+  t->layout_.slots = config.fifoSlots;
+  t->layout_.slotBytes = static_cast<size_t>(config.chunkBytes);
+  t->stride_ = t->layout_.slotStride();
+  const size_t bytes = t->layout_.totalBytes();
+  t->peers_.resize(static_cast<size_t>(nranks));
+
+  Fd memfd(::memfd_create(fmt::format("zcoll-shm-r{}", rank).c_str(), MFD_CLOEXEC));
+  if (!memfd.valid()) return systemError("memfd_create", errno);
+  if (::ftruncate(memfd.get(), static_cast<off_t>(bytes)) != 0)
+    return systemError(fmt::format("ftruncate of the shared segment to {} bytes", bytes), errno);
+  if (Status s = mapSegment(memfd.get(), bytes, true, &t->mine_); !s) return s;
+  t->peers_[rank].segment = t->mine_;  // unmapped by the destructor from here on
+  t->myHeader_ = reinterpret_cast<SegmentHeader*>(t->mine_);
+  SegmentHeader* h = t->myHeader_;
+  h->magic = kSegmentMagic;
+  h->rank = rank;
+  h->nranks = nranks;
+  h->slots = t->layout_.slots;
+  h->pid = getpid();
+  h->slotBytes = t->layout_.slotBytes;
+  h->nonce = boot.nonce();
+
+  std::vector<int> others;
+  for (int r = 0; r < nranks; ++r)
+    if (r != rank) others.push_back(r);
+  std::vector<Fd> fds;
+  if (Status s = exchangeMemfds(boot, others, memfd.get(), deadline, abort, &fds); !s) return s;
+  memfd.reset();
+
+  for (int r : others) {
+    Peer& p = t->peers_[r];
+    if (Status s = mapSegment(fds[r].get(), bytes, false, &p.segment); !s) return s;
+    fds[r].reset();
+    p.header = reinterpret_cast<SegmentHeader*>(p.segment);
+    if (p.header->magic != kSegmentMagic || p.header->rank != r || p.header->nranks != nranks ||
+        p.header->slots != t->layout_.slots || p.header->slotBytes != t->layout_.slotBytes ||
+        p.header->nonce != boot.nonce())
+      return invalidUsage(
+          "shm: rank {}'s segment does not match this rank's (slots {} vs {}, chunk {} vs {} bytes): "
+          "ZCOLL_CHUNK_SIZE and ZCOLL_FIFO_SLOTS must be the same on all ranks",
+          r, p.header->slots, t->layout_.slots, p.header->slotBytes, t->layout_.slotBytes);
+    int out = Layout::fifoIndex(r, rank);
+    int in = Layout::fifoIndex(rank, r);
+    p.outCtrl = reinterpret_cast<FifoCtrl*>(p.segment + t->layout_.ctrlOffset(out));
+    p.outData = p.segment + t->layout_.dataOffset(out);
+    p.inCtrl = reinterpret_cast<FifoCtrl*>(t->mine_ + t->layout_.ctrlOffset(in));
+    p.inData = t->mine_ + t->layout_.dataOffset(in);
+  }
+  // Nobody may write into a FIFO before its owner has mapped... the owner mapped before sending its
+  // fd, and the barrier makes every mapping complete before any rank uses the transport.
+  if (Status s = boot.barrier(); !s) return std::move(s).withContext("shm: barrier after mapping");
+  ZCOLL_INFO(Shm, rank, "shm transport: {} ranks, {} slots x {} bytes per peer, {} bytes per segment", nranks,
+             t->layout_.slots, t->layout_.slotBytes, bytes);
+  *out = std::move(t);
+  return Status::ok();
+}
+
+ShmTransport::~ShmTransport() {
+  const size_t bytes = layout_.totalBytes();
+  for (Peer& p : peers_)
+    if (p.segment) ::munmap(p.segment, bytes);
+}
+
+void ShmTransport::ring(SegmentHeader* header) {
+  // Pairs with prepareSleep(): either the sleeper sees our publish, or we see it sleeping.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (header->sleepers.load(std::memory_order_relaxed) != 0) {
+    header->doorbell.fetch_add(1, std::memory_order_seq_cst);
+    futex(&header->doorbell, FUTEX_WAKE, INT32_MAX, nullptr);
+  }
+}
+
+bool ShmTransport::tryAcquireSend(int peer, SendSlot* slot) {
+  Peer& p = peers_[peer];
+  if (p.sendHead - p.cachedTail >= static_cast<uint64_t>(layout_.slots)) {
+    p.cachedTail = p.outCtrl->tail.load(std::memory_order_acquire);
+    if (p.sendHead - p.cachedTail >= static_cast<uint64_t>(layout_.slots)) return false;
+  }
+  slot->data = p.outData + (p.sendHead % static_cast<uint64_t>(layout_.slots)) * stride_;
+  slot->capacity = layout_.slotBytes;
+  return true;
+}
+
+void ShmTransport::commitSend(int peer, size_t bytes) {
+  Peer& p = peers_[peer];
+  p.outCtrl->bytes[p.sendHead % static_cast<uint64_t>(layout_.slots)] = bytes;
+  p.outCtrl->head.store(++p.sendHead, std::memory_order_release);
+  ring(p.header);
+}
+
+bool ShmTransport::tryRecv(int peer, RecvChunk* chunk) {
+  Peer& p = peers_[peer];
+  if (p.recvTail == p.cachedHead) {
+    p.cachedHead = p.inCtrl->head.load(std::memory_order_acquire);
+    if (p.recvTail == p.cachedHead) return false;
+  }
+  uint64_t index = p.recvTail % static_cast<uint64_t>(layout_.slots);
+  chunk->data = p.inData + index * stride_;
+  chunk->bytes = p.inCtrl->bytes[index];
+  return true;
+}
+
+void ShmTransport::releaseRecv(int peer) {
+  Peer& p = peers_[peer];
+  p.inCtrl->tail.store(++p.recvTail, std::memory_order_release);
+  ring(p.header);
+}
+
+uint32_t ShmTransport::prepareSleep() {
+  uint32_t token = myHeader_->doorbell.load(std::memory_order_seq_cst);
+  myHeader_->sleepers.fetch_add(1, std::memory_order_seq_cst);
+  return token;
+}
+
+void ShmTransport::cancelSleep() { myHeader_->sleepers.fetch_sub(1, std::memory_order_seq_cst); }
+
+void ShmTransport::sleep(uint32_t token, int64_t maxNs) {
+  timespec ts{static_cast<time_t>(maxNs / 1'000'000'000), static_cast<long>(maxNs % 1'000'000'000)};
+  futex(&myHeader_->doorbell, FUTEX_WAIT, token, &ts);
+  myHeader_->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+}
+
+void ShmTransport::wake() {
+  myHeader_->doorbell.fetch_add(1, std::memory_order_seq_cst);
+  futex(&myHeader_->doorbell, FUTEX_WAKE, INT32_MAX, nullptr);
+}
+
+}  // namespace zcoll::shm

@@ -1,0 +1,54 @@
+// transport.hpp - the interface every transport implements, and the only one algorithms see.
+//
+// Model: per ordered pair of ranks, a FIFO of chunks ("slots"), delivered in order.
+//  - Sender: tryAcquireSend() gives a slot of up to chunkCapacity() bytes to fill in place (the
+//    algorithm copies or reduces straight into it), commitSend() publishes it.
+//  - Receiver: tryRecv() shows the next chunk in place (the algorithm copies or reduces straight
+//    out of it), releaseRecv() gives the slot back.
+// All four are non-blocking and make no syscall and no allocation: they are the hot path. Waiting
+// is the caller's (Waiter, below): it spins, yields, then sleeps on the transport's doorbell, which
+// every commit and release towards this rank rings.
+// A transport knows nothing of collectives: chunk boundaries and sizes are agreed by the algorithm.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace zcoll {
+
+struct SendSlot {
+  void* data = nullptr;
+  size_t capacity = 0;
+};
+
+struct RecvChunk {
+  const void* data = nullptr;
+  size_t bytes = 0;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual std::string_view name() const = 0;
+  // Largest chunk one slot holds.
+  virtual size_t chunkCapacity() const = 0;
+  // Slots per peer FIFO: how far a sender may run ahead of its receiver.
+  virtual int slotsPerPeer() const = 0;
+
+  virtual bool tryAcquireSend(int peer, SendSlot* slot) = 0;
+  virtual void commitSend(int peer, size_t bytes) = 0;
+  virtual bool tryRecv(int peer, RecvChunk* chunk) = 0;
+  virtual void releaseRecv(int peer) = 0;
+
+  // Sleeping: prepareSleep() registers this rank as a sleeper and returns a token; the caller then
+  // re-checks its condition and either cancelSleep()s or sleep()s, which returns when an event
+  // arrived after the token was taken, when wake() was called, or after maxNs.
+  virtual uint32_t prepareSleep() = 0;
+  virtual void cancelSleep() = 0;
+  virtual void sleep(uint32_t token, int64_t maxNs) = 0;
+  // Wakes this rank's sleeper (used by abort). Callable from any thread.
+  virtual void wake() = 0;
+};
+
+}  // namespace zcoll

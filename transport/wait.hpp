@@ -1,0 +1,84 @@
+// wait.hpp - the one way zcoll waits for a peer: spin briefly, then yield, then sleep on the
+// transport's doorbell; always bounded by the communicator's deadline and stopped by abort.
+//
+// Four ranks on two cores must still progress: the spin phase is short (ZCOLL_SPIN_NS), the yield
+// phase hands the core to the rank we wait for (ZCOLL_YIELD_NS), and the sleep phase costs no CPU.
+// Sleep slices are at most 50 ms so that abort and the deadline are seen promptly.
+#pragma once
+
+#include <sched.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+
+#include "comm/clock.hpp"
+#include "transport/transport.hpp"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define ZCOLL_CPU_RELAX() _mm_pause()
+#else
+#define ZCOLL_CPU_RELAX() ((void)0)
+#endif
+
+namespace zcoll {
+
+enum class WaitResult { Ready, Timeout, Aborted };
+
+struct WaitPolicy {
+  int64_t spinNs = 2'000;
+  int64_t yieldNs = 50'000;
+};
+
+class Waiter {
+ public:
+  Waiter(Transport* transport, WaitPolicy policy, Deadline deadline, const std::atomic<bool>* abort)
+      : transport_(transport), policy_(policy), deadline_(deadline), abort_(abort) {}
+
+  Deadline deadline() const { return deadline_; }
+
+  // Calls ready() until it returns true, the deadline passes or abort is raised.
+  template <typename Ready>
+  WaitResult until(Ready&& ready) {
+    if (ready()) return WaitResult::Ready;
+    const int64_t start = nowNs();
+    int64_t now = start;
+    for (unsigned iter = 0;; ++iter) {
+      for (int i = 0; i < 16; ++i) {
+        ZCOLL_CPU_RELAX();
+        if (ready()) return WaitResult::Ready;
+      }
+      if ((iter & 7) == 0) {
+        now = nowNs();
+        if (abort_->load(std::memory_order_relaxed)) return WaitResult::Aborted;
+        if (now >= deadline_.ns()) return WaitResult::Timeout;
+      }
+      int64_t waited = now - start;
+      if (waited < policy_.spinNs) continue;
+      if (waited < policy_.spinNs + policy_.yieldNs) {
+        sched_yield();
+        if (ready()) return WaitResult::Ready;
+        continue;
+      }
+      uint32_t token = transport_->prepareSleep();
+      if (ready() || abort_->load(std::memory_order_relaxed)) {
+        transport_->cancelSleep();
+        return abort_->load(std::memory_order_relaxed) && !ready() ? WaitResult::Aborted : WaitResult::Ready;
+      }
+      transport_->sleep(token, std::min<int64_t>(50'000'000, deadline_.remainingNs() + 1));
+      if (ready()) return WaitResult::Ready;
+      now = nowNs();
+      if (abort_->load(std::memory_order_relaxed)) return WaitResult::Aborted;
+      if (now >= deadline_.ns()) return WaitResult::Timeout;
+    }
+  }
+
+ private:
+  Transport* transport_;
+  WaitPolicy policy_;
+  Deadline deadline_;
+  const std::atomic<bool>* abort_;
+};
+
+}  // namespace zcoll
