@@ -1,0 +1,170 @@
+// matrix_test.cpp - the collective matrix: every collective x data type x op x in-place/out-of-place
+// x count class x rank count, checked element by element against the tests' own reference
+// (typed.hpp). A 256-byte chunk and 2-slot FIFOs force the multi-chunk and FIFO-full paths.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "tests/common/rank_pool.hpp"
+#include "tests/common/typed.hpp"
+
+namespace zcoll::test {
+namespace {
+
+constexpr int kChunkBytes = 256;
+constexpr unsigned char kPoison = 0xA5;
+
+enum class Coll { AllReduce, ReduceScatter, Reduce, AllGather, Broadcast };
+const char* collName(Coll c) {
+  const char* n[] = {"allreduce", "reducescatter", "reduce", "allgather", "broadcast"};
+  return n[static_cast<int>(c)];
+}
+
+// Counts of every class: 0, 1, fewer than the ranks, odd, and many chunks per block.
+std::vector<size_t> countsFor(int nranks, size_t es) {
+  std::vector<size_t> c = {0, 1, 37, 3 * static_cast<size_t>(nranks) * (kChunkBytes / es) + 5};
+  if (nranks > 2) c.push_back(static_cast<size_t>(nranks) - 1);
+  return c;
+}
+
+zcollConfig_t smallChunks() {
+  zcollConfig_t c = ZCOLL_CONFIG_INITIALIZER;
+  c.chunkBytes = kChunkBytes;
+  c.fifoSlots = 2;
+  c.timeoutMs = 60000;
+  return c;
+}
+
+struct Case {
+  Coll coll;
+  zcollDataType_t type;
+  zcollRedOp_t op;
+  bool inPlace;
+  size_t count;
+  int root;
+};
+
+std::string describe(const Case& k, int nranks) {
+  return std::string(collName(k.coll)) + " " + typeName(k.type) + " " + opName(k.op) +
+         (k.inPlace ? " in-place" : " out-of-place") + " count=" + std::to_string(k.count) +
+         " root=" + std::to_string(k.root) + " nranks=" + std::to_string(nranks);
+}
+
+// Runs one case on one rank and checks its output.
+void runCase(const Case& k, int rank, int nranks, zcollComm_t comm) {
+  const size_t es = typeSize(k.type);
+  const size_t n = k.count, N = static_cast<size_t>(nranks);
+  size_t sendElems = n, recvElems = n;
+  if (k.coll == Coll::AllGather) recvElems = n * N;
+  if (k.coll == Coll::ReduceScatter) sendElems = n * N;
+  // One allocation for both buffers so in-place layouts are exact; guard bytes around.
+  std::vector<unsigned char> send(sendElems * es + 64, kPoison), recv(recvElems * es + 64, kPoison);
+  void* sbuf = send.data();
+  void* rbuf = recv.data();
+  zcollRedOp_t inputOp = k.op;
+  if (k.coll == Coll::AllGather || k.coll == Coll::Broadcast) inputOp = zcollSum;
+
+  // Inputs (in their in-place position where needed).
+  switch (k.coll) {
+    case Coll::AllReduce: case Coll::Reduce: case Coll::Broadcast:
+      fillInput(k.type, inputOp, rank, k.inPlace ? rbuf : sbuf, n);
+      if (k.inPlace) sbuf = rbuf;
+      break;
+    case Coll::ReduceScatter:
+      fillInput(k.type, inputOp, rank, sbuf, n * N);
+      if (k.inPlace) rbuf = static_cast<char*>(sbuf) + rank * n * es;
+      break;
+    case Coll::AllGather:
+      if (k.inPlace) {
+        sbuf = static_cast<char*>(rbuf) + rank * n * es;
+        fillInput(k.type, inputOp, rank, sbuf, n);
+      } else {
+        fillInput(k.type, inputOp, rank, sbuf, n);
+      }
+      break;
+  }
+
+  zcollResult_t r = zcollSuccess;
+  switch (k.coll) {
+    case Coll::AllReduce: r = zcollAllReduce(sbuf, rbuf, n, k.type, k.op, comm, nullptr); break;
+    case Coll::ReduceScatter: r = zcollReduceScatter(sbuf, rbuf, n, k.type, k.op, comm, nullptr); break;
+    case Coll::Reduce: r = zcollReduce(sbuf, rbuf, n, k.type, k.op, k.root, comm, nullptr); break;
+    case Coll::AllGather: r = zcollAllGather(sbuf, rbuf, n, k.type, comm, nullptr); break;
+    case Coll::Broadcast: r = zcollBroadcast(sbuf, rbuf, n, k.type, k.root, comm, nullptr); break;
+  }
+  ASSERT_EQ(r, zcollSuccess) << describe(k, nranks) << " rank " << rank << ": " << zcollGetLastError(comm);
+
+  std::vector<unsigned char> expect(recvElems * es + 64, kPoison);
+  const unsigned char* out = static_cast<const unsigned char*>(rbuf);
+  size_t outElems = recvElems;
+  switch (k.coll) {
+    case Coll::AllReduce:
+      for (size_t i = 0; i < n; ++i) storeExpected(k.type, k.op, nranks, expect.data(), i, i);
+      break;
+    case Coll::Reduce:
+      if (rank == k.root) {
+        for (size_t i = 0; i < n; ++i) storeExpected(k.type, k.op, nranks, expect.data(), i, i);
+      } else if (!k.inPlace) {
+        outElems = recvElems;  // recvbuff must be untouched: expect stays all poison
+      } else {
+        fillInput(k.type, inputOp, rank, expect.data(), n);  // in place: our input, unchanged
+      }
+      break;
+    case Coll::ReduceScatter:
+      for (size_t i = 0; i < n; ++i) storeExpected(k.type, k.op, nranks, expect.data(), i, rank * n + i);
+      break;
+    case Coll::AllGather:
+      for (int q = 0; q < nranks; ++q)
+        fillInput(k.type, inputOp, q, expect.data() + q * n * es, n);
+      break;
+    case Coll::Broadcast:
+      fillInput(k.type, inputOp, k.root, expect.data(), n);
+      break;
+  }
+  size_t bad = firstMismatch(out, expect.data(), outElems, es);
+  EXPECT_EQ(bad, outElems) << describe(k, nranks) << ": rank " << rank << " wrong at element " << bad << " ("
+                           << countMismatches(out, expect.data(), outElems, es) << " wrong)";
+  // Nothing written past the output.
+  if (!(k.coll == Coll::ReduceScatter && k.inPlace)) {
+    for (size_t b = recvElems * es; b < recv.size(); ++b)
+      ASSERT_EQ(recv[b], kPoison) << describe(k, nranks) << ": rank " << rank << " wrote past recvbuff";
+  }
+}
+
+class Matrix : public ::testing::TestWithParam<std::tuple<int, Coll>> {};
+
+TEST_P(Matrix, ElementByElement) {
+  const auto [nranks, coll] = GetParam();
+  RankPool pool(nranks, smallChunks());
+  ASSERT_TRUE(pool.ok());
+  const bool reduces = coll == Coll::AllReduce || coll == Coll::ReduceScatter || coll == Coll::Reduce;
+  std::vector<int> roots = {0};
+  if ((coll == Coll::Reduce || coll == Coll::Broadcast) && nranks > 1) roots.push_back(nranks - 1);
+  for (zcollDataType_t type : kAllTypes) {
+    for (zcollRedOp_t op : kAllOps) {
+      if (!reduces && op != zcollSum) continue;
+      for (bool inPlace : {false, true}) {
+        for (size_t count : countsFor(nranks, typeSize(type))) {
+          for (int root : roots) {
+            Case k{coll, type, op, inPlace, count, root};
+            pool.run([&](int rank, zcollComm_t comm) { runCase(k, rank, nranks, comm); });
+            if (HasFatalFailure() || ::testing::Test::HasFailure()) return;
+          }
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Ranks, Matrix,
+    ::testing::Combine(::testing::Values(1, 2, 3, 4, 5, 8),
+                       ::testing::Values(Coll::AllReduce, Coll::ReduceScatter, Coll::Reduce, Coll::AllGather,
+                                         Coll::Broadcast)),
+    [](const auto& info) {
+      return std::string(collName(std::get<1>(info.param))) + "_" + std::to_string(std::get<0>(info.param)) +
+             "ranks";
+    });
+
+}  // namespace
+}  // namespace zcoll::test

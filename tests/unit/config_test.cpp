@@ -1,0 +1,111 @@
+// config_test.cpp - defaults, then API, then environment; bad values named in the message.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include "comm/config.hpp"
+
+namespace zcoll {
+namespace {
+
+class ConfigTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const ConfigVariable& v : configVariables()) unsetenv(std::string(v.name).c_str());
+  }
+  void TearDown() override { SetUp(); }
+};
+
+TEST_F(ConfigTest, Defaults) {
+  Config c;
+  ASSERT_TRUE(buildConfig(nullptr, &c).isOk());
+  EXPECT_EQ(c.timeoutMs, 300000);
+  EXPECT_EQ(c.chunkBytes, 256 * 1024);
+  EXPECT_EQ(c.fifoSlots, 4);
+  EXPECT_TRUE(c.algo.empty());
+}
+
+TEST_F(ConfigTest, ApiThenEnvironment) {
+  zcollConfig_t api = ZCOLL_CONFIG_INITIALIZER;
+  api.timeoutMs = 1234;
+  api.chunkBytes = 4096;
+  api.algo = "ring";
+  Config c;
+  ASSERT_TRUE(buildConfig(&api, &c).isOk());
+  EXPECT_EQ(c.timeoutMs, 1234);
+  EXPECT_EQ(c.chunkBytes, 4096);
+  EXPECT_EQ(c.algo, "ring");
+  setenv("ZCOLL_TIMEOUT_S", "2.5", 1);
+  setenv("ZCOLL_CHUNK_SIZE", "64K", 1);
+  setenv("ZCOLL_FIFO_SLOTS", "8", 1);
+  ASSERT_TRUE(buildConfig(&api, &c).isOk());
+  EXPECT_EQ(c.timeoutMs, 2500);
+  EXPECT_EQ(c.chunkBytes, 64 * 1024);
+  EXPECT_EQ(c.fifoSlots, 8);
+}
+
+TEST_F(ConfigTest, BadValuesNameTheirSource) {
+  Config c;
+  setenv("ZCOLL_FIFO_SLOTS", "1", 1);
+  Status s = buildConfig(nullptr, &c);
+  EXPECT_EQ(s.code(), StatusCode::InvalidArgument);
+  EXPECT_NE(s.message().find("ZCOLL_FIFO_SLOTS"), std::string::npos) << s.message();
+  unsetenv("ZCOLL_FIFO_SLOTS");
+  setenv("ZCOLL_TIMEOUT_S", "soon", 1);
+  s = buildConfig(nullptr, &c);
+  EXPECT_NE(s.message().find("ZCOLL_TIMEOUT_S"), std::string::npos) << s.message();
+  unsetenv("ZCOLL_TIMEOUT_S");
+
+  zcollConfig_t api = ZCOLL_CONFIG_INITIALIZER;
+  api.magic = 0;
+  s = buildConfig(&api, &c);
+  EXPECT_NE(s.message().find("ZCOLL_CONFIG_INITIALIZER"), std::string::npos) << s.message();
+  api = ZCOLL_CONFIG_INITIALIZER;
+  api.fifoSlots = 1;
+  s = buildConfig(&api, &c);
+  EXPECT_NE(s.message().find("fifoSlots"), std::string::npos) << s.message();
+}
+
+TEST_F(ConfigTest, ByteSizes) {
+  int64_t v = 0;
+  EXPECT_TRUE(parseByteSize("256K", &v));
+  EXPECT_EQ(v, 256 * 1024);
+  EXPECT_TRUE(parseByteSize("2g", &v));
+  EXPECT_EQ(v, int64_t{2} << 30);
+  EXPECT_FALSE(parseByteSize("", &v));
+  EXPECT_FALSE(parseByteSize("-1", &v));
+  EXPECT_FALSE(parseByteSize("12Q", &v));
+}
+
+TEST_F(ConfigTest, LaunchEnvironments) {
+  LaunchEnv e;
+  EXPECT_FALSE(readLaunchEnv(&e).isOk());
+  setenv("OMPI_COMM_WORLD_RANK", "1", 1);
+  setenv("OMPI_COMM_WORLD_SIZE", "4", 1);
+  setenv("ZCOLL_COMM_ID", "127.0.0.1:29500", 1);
+  ASSERT_TRUE(readLaunchEnv(&e).isOk());
+  EXPECT_EQ(e.rank, 1);
+  EXPECT_EQ(e.size, 4);
+  EXPECT_EQ(e.rendezvousPort, 29500);
+  unsetenv("OMPI_COMM_WORLD_RANK");
+  unsetenv("OMPI_COMM_WORLD_SIZE");
+  setenv("SLURM_PROCID", "5", 1);
+  setenv("SLURM_NTASKS", "4", 1);
+  Status s = readLaunchEnv(&e);
+  EXPECT_EQ(s.code(), StatusCode::InvalidArgument);
+  EXPECT_NE(s.message().find("SLURM_PROCID"), std::string::npos) << s.message();
+  unsetenv("SLURM_PROCID");
+  unsetenv("SLURM_NTASKS");
+  setenv("RANK", "0", 1);
+  setenv("WORLD_SIZE", "2", 1);
+  setenv("PMI_RANK", "1", 1);  // torchrun's variables win
+  setenv("MASTER_ADDR", "localhost", 1);
+  setenv("MASTER_PORT", "1234", 1);
+  unsetenv("ZCOLL_COMM_ID");
+  ASSERT_TRUE(readLaunchEnv(&e).isOk());
+  EXPECT_EQ(e.rank, 0);
+  EXPECT_EQ(e.rendezvousHost, "localhost");
+  for (const char* v : {"RANK", "WORLD_SIZE", "PMI_RANK", "MASTER_ADDR", "MASTER_PORT"}) unsetenv(v);
+}
+
+}  // namespace
+}  // namespace zcoll

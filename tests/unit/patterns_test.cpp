@@ -1,0 +1,100 @@
+// patterns_test.cpp - the pure ring arithmetic of algorithms/patterns/ring.hpp.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "algorithms/patterns/ring.hpp"
+
+namespace zcoll::patterns {
+namespace {
+
+TEST(Ring, Neighbours) {
+  EXPECT_EQ(ringNext(0, 1), 0);
+  EXPECT_EQ(ringPrev(0, 1), 0);
+  EXPECT_EQ(ringNext(3, 4), 0);
+  EXPECT_EQ(ringPrev(0, 4), 3);
+  EXPECT_EQ(mod(-7, 3), 2);
+}
+
+TEST(BlockPartition, CoversEveryElementOnce) {
+  for (size_t count : {0, 1, 5, 7, 8, 100, 1001}) {
+    for (int n : {1, 2, 3, 4, 5, 7, 8}) {
+      BlockPartition p{count, n};
+      size_t expectOffset = 0, maxSize = 0;
+      for (int b = 0; b < n; ++b) {
+        EXPECT_EQ(p.offset(b), expectOffset) << count << "/" << n << " block " << b;
+        expectOffset += p.size(b);
+        maxSize = std::max(maxSize, p.size(b));
+        if (b > 0) {
+          EXPECT_LE(p.size(b), p.size(b - 1));
+        }
+        EXPECT_LE(p.size(0) - p.size(b), 1u);
+      }
+      EXPECT_EQ(expectOffset, count);
+      EXPECT_EQ(p.maxSize(), maxSize);
+    }
+  }
+}
+
+TEST(Chunks, SpanAndRounds) {
+  EXPECT_EQ(chunkRounds(0, 4), 0u);
+  EXPECT_EQ(chunkRounds(9, 4), 3u);
+  ChunkSpan c = chunkOf(9, 4, 2);
+  EXPECT_EQ(c.begin, 8u);
+  EXPECT_EQ(c.n, 1u);
+  EXPECT_EQ(chunkOf(9, 4, 3).n, 0u);
+  EXPECT_EQ(chunkOf(3, 4, 1).n, 0u);
+}
+
+// Every step's send on rank r must be the receive of rank r+1 at the next step, and the owned block
+// and the gathered ones must cover all blocks exactly once.
+TEST(RingSchedules, AllReduceMatchesNeighbours) {
+  for (int n = 2; n <= 9; ++n) {
+    for (int r = 0; r < n; ++r) {
+      int right = ringNext(r, n);
+      // In the reduce-scatter phase, right reduces at step s the block r sent at step s-1.
+      for (int s = 1; s < n; ++s) EXPECT_EQ(allReduceSendBlock(r, s - 1, n), allReduceSendBlock(right, s, n));
+      EXPECT_EQ(allReduceOwnedBlock(r, n), mod(r - (n - 1), n));
+      std::set<int> blocks = {allReduceOwnedBlock(r, n)};
+      for (int t = 1; t < n; ++t) blocks.insert(allReduceGatherBlock(r, t, n));
+      EXPECT_EQ(static_cast<int>(blocks.size()), n);
+      // In the gather phase, r receives at step t what its left neighbour had at step t-1.
+      int left = ringPrev(r, n);
+      for (int t = 1; t < n; ++t)
+        EXPECT_EQ(allReduceGatherBlock(r, t, n),
+                  t == 1 ? allReduceOwnedBlock(left, n) : allReduceGatherBlock(left, t - 1, n));
+    }
+  }
+}
+
+TEST(RingSchedules, ReduceScatterEndsWithOwnBlock) {
+  for (int n = 2; n <= 9; ++n) {
+    for (int r = 0; r < n; ++r) {
+      int left = ringPrev(r, n);
+      // At step s >= 1, r receives the block its left neighbour sent at step s-1, and reduces block
+      // reduceScatterBlock(r, s) into it: they must be the same block.
+      for (int s = 1; s < n; ++s) EXPECT_EQ(reduceScatterBlock(left, s - 1, n), reduceScatterBlock(r, s, n));
+      EXPECT_EQ(reduceScatterBlock(r, n - 1, n), r);
+    }
+  }
+}
+
+TEST(RingSchedules, AllGatherCoversAll) {
+  for (int n = 1; n <= 9; ++n) {
+    for (int r = 0; r < n; ++r) {
+      std::set<int> got;
+      for (int s = 0; s < n; ++s) got.insert(allGatherBlock(r, s, n));
+      EXPECT_EQ(static_cast<int>(got.size()), n);
+      for (int s = 1; s < n; ++s) EXPECT_EQ(allGatherBlock(ringPrev(r, n), s - 1, n), allGatherBlock(r, s, n));
+    }
+  }
+}
+
+TEST(Chain, Positions) {
+  EXPECT_EQ(chainPosition(2, 2, 5), 0);
+  EXPECT_EQ(chainPosition(1, 2, 5), 4);
+  EXPECT_EQ(chainPosition(0, 3, 4), 1);
+}
+
+}  // namespace
+}  // namespace zcoll::patterns
