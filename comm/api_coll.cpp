@@ -172,7 +172,7 @@ Status sendRecv(bool isSend, const void* buf, size_t count, zcollDataType_t data
   c.sendElems = count;
   c.needRecv = false;
   P2PItem item{isSend, peer, const_cast<void*>(buf), count * dataTypeSize(static_cast<DataType>(datatype))};
-  OpArgs a{Collective::SendRecv, nullptr, nullptr, count, static_cast<DataType>(datatype)};
+  OpArgs a{Collective::SendRecv, buf, nullptr, count, static_cast<DataType>(datatype)};
   a.root = peer;
   return launch(comm, a, c, "count", Mode::Blocking, nullptr, &item);
 }

@@ -1,0 +1,167 @@
+// bad_input_test.cpp - every public entry point rejects each class of invalid argument with the
+// documented code and a message naming the argument; nothing crashes, and the communicator stays
+// usable afterwards.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "zcoll/zcoll.h"
+
+namespace {
+
+class BadInput : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    zcollUniqueId id;
+    ASSERT_EQ(zcollGetUniqueId(&id), zcollSuccess);
+    ASSERT_EQ(zcollCommInitRank(&comm_, 1, id, 0), zcollSuccess) << zcollGetLastError(nullptr);
+  }
+  void TearDown() override {
+    // Still usable after all the rejected calls.
+    float x = 1, y = 0;
+    EXPECT_EQ(zcollAllReduce(&x, &y, 1, zcollFloat, zcollSum, comm_, nullptr), zcollSuccess);
+    EXPECT_EQ(y, 1.0f);
+    EXPECT_EQ(zcollCommDestroy(comm_), zcollSuccess);
+  }
+
+  // Checks the code and that the last error names `arg`.
+  void expectRejected(zcollResult_t got, zcollResult_t want, const std::string& arg, const char* what) {
+    EXPECT_EQ(got, want) << what << ": " << zcollGetLastError(comm_);
+    std::string msg = zcollGetLastError(comm_);
+    EXPECT_NE(msg.find(arg), std::string::npos) << what << ": message '" << msg << "' does not name '" << arg << "'";
+  }
+
+  zcollComm_t comm_ = nullptr;
+  float buf_[16] = {};
+  float out_[16] = {};
+};
+
+const auto kBadType = static_cast<zcollDataType_t>(42);
+const auto kBadOp = static_cast<zcollRedOp_t>(-1);
+
+TEST_F(BadInput, NullBuffersWithCount) {
+  expectRejected(zcollAllReduce(nullptr, out_, 4, zcollFloat, zcollSum, comm_, nullptr), zcollInvalidArgument,
+                 "sendbuff", "allreduce");
+  expectRejected(zcollAllReduce(buf_, nullptr, 4, zcollFloat, zcollSum, comm_, nullptr), zcollInvalidArgument,
+                 "recvbuff", "allreduce");
+  expectRejected(zcollAllGather(nullptr, out_, 4, zcollFloat, comm_, nullptr), zcollInvalidArgument, "sendbuff",
+                 "allgather");
+  expectRejected(zcollReduceScatter(buf_, nullptr, 4, zcollFloat, zcollSum, comm_, nullptr), zcollInvalidArgument,
+                 "recvbuff", "reducescatter");
+  expectRejected(zcollBroadcast(nullptr, out_, 4, zcollFloat, 0, comm_, nullptr), zcollInvalidArgument, "sendbuff",
+                 "broadcast at root");
+  expectRejected(zcollReduce(buf_, nullptr, 4, zcollFloat, zcollSum, 0, comm_, nullptr), zcollInvalidArgument,
+                 "recvbuff", "reduce at root");
+  expectRejected(zcollSend(nullptr, 4, zcollFloat, 0, comm_, nullptr), zcollInvalidArgument, "sendbuff", "send");
+  expectRejected(zcollRecv(nullptr, 4, zcollFloat, 0, comm_, nullptr), zcollInvalidArgument, "recvbuff", "recv");
+  // count 0 with NULL buffers is fine
+  EXPECT_EQ(zcollAllReduce(nullptr, nullptr, 0, zcollFloat, zcollSum, comm_, nullptr), zcollSuccess);
+}
+
+TEST_F(BadInput, InvalidTypeOpRootPeer) {
+  expectRejected(zcollAllReduce(buf_, out_, 4, kBadType, zcollSum, comm_, nullptr), zcollInvalidArgument, "datatype",
+                 "allreduce type");
+  expectRejected(zcollAllReduce(buf_, out_, 4, zcollFloat, kBadOp, comm_, nullptr), zcollInvalidArgument, "op",
+                 "allreduce op");
+  expectRejected(zcollAllGather(buf_, out_, 4, kBadType, comm_, nullptr), zcollInvalidArgument, "datatype",
+                 "allgather type");
+  expectRejected(zcollReduceScatter(buf_, out_, 4, zcollFloat, kBadOp, comm_, nullptr), zcollInvalidArgument, "op",
+                 "reducescatter op");
+  expectRejected(zcollBroadcast(buf_, out_, 4, zcollFloat, 1, comm_, nullptr), zcollInvalidArgument, "root",
+                 "broadcast root");
+  expectRejected(zcollReduce(buf_, out_, 4, zcollFloat, zcollSum, -1, comm_, nullptr), zcollInvalidArgument, "root",
+                 "reduce root");
+  expectRejected(zcollReduce(buf_, out_, 4, kBadType, zcollSum, 0, comm_, nullptr), zcollInvalidArgument, "datatype",
+                 "reduce type");
+  expectRejected(zcollSend(buf_, 4, zcollFloat, 1, comm_, nullptr), zcollInvalidArgument, "peer", "send peer");
+  expectRejected(zcollRecv(out_, 4, zcollFloat, -3, comm_, nullptr), zcollInvalidArgument, "peer", "recv peer");
+  expectRejected(zcollSend(buf_, 4, kBadType, 0, comm_, nullptr), zcollInvalidArgument, "datatype", "send type");
+}
+
+TEST_F(BadInput, CountOverflowAndOverlap) {
+  expectRejected(zcollAllReduce(buf_, out_, SIZE_MAX / 2, zcollFloat, zcollSum, comm_, nullptr),
+                 zcollInvalidArgument, "count", "allreduce overflow");
+  expectRejected(zcollAllGather(buf_, out_, SIZE_MAX / 4 + 1, zcollDouble, comm_, nullptr), zcollInvalidArgument,
+                 "sendcount", "allgather overflow");
+  expectRejected(zcollReduceScatter(buf_, out_, SIZE_MAX, zcollInt8, zcollSum, comm_, nullptr), zcollInvalidArgument,
+                 "recvcount", "reducescatter overflow");
+  expectRejected(zcollAllReduce(buf_, buf_ + 1, 8, zcollFloat, zcollSum, comm_, nullptr), zcollInvalidArgument,
+                 "overlap", "partial overlap");
+}
+
+TEST_F(BadInput, StreamAndRequests) {
+  int fakeStream = 0;
+  expectRejected(zcollAllReduce(buf_, out_, 4, zcollFloat, zcollSum, comm_, &fakeStream), zcollInvalidArgument,
+                 "stream", "non-null stream");
+  expectRejected(zcollAllReduceAsync(buf_, out_, 4, zcollFloat, zcollSum, comm_, nullptr), zcollInvalidArgument,
+                 "request", "null request");
+  expectRejected(zcollWait(nullptr), zcollInvalidArgument, "request", "wait null");
+  int done = 0;
+  expectRejected(zcollTest(nullptr, &done), zcollInvalidArgument, "request", "test null");
+  ASSERT_EQ(zcollGroupStart(), zcollSuccess);
+  zcollRequest_t req = nullptr;
+  expectRejected(zcollAllReduceAsync(buf_, out_, 4, zcollFloat, zcollSum, comm_, &req), zcollInvalidUsage, "group",
+                 "async in group");
+  ASSERT_EQ(zcollGroupEnd(), zcollSuccess);
+  expectRejected(zcollGroupEnd(), zcollInvalidUsage, "zcollGroupStart", "unmatched group end");
+}
+
+TEST_F(BadInput, QueriesAndNullOutputs) {
+  expectRejected(zcollCommCount(comm_, nullptr), zcollInvalidArgument, "count", "count null");
+  expectRejected(zcollCommUserRank(comm_, nullptr), zcollInvalidArgument, "rank", "rank null");
+  expectRejected(zcollCommGetAsyncError(comm_, nullptr), zcollInvalidArgument, "asyncError", "async null");
+  expectRejected(zcollGetVersion(nullptr), zcollInvalidArgument, "version", "version null");
+  expectRejected(zcollGetUniqueId(nullptr), zcollInvalidArgument, "uniqueId", "id null");
+  int n = 0;
+  expectRejected(zcollCommCount(nullptr, &n), zcollInvalidArgument, "comm", "null comm");
+  EXPECT_STRNE(zcollGetErrorString(static_cast<zcollResult_t>(99)), nullptr);
+}
+
+TEST(BadInputInit, InitArguments) {
+  zcollUniqueId id;
+  ASSERT_EQ(zcollGetUniqueId(&id), zcollSuccess);
+  zcollComm_t comm = nullptr;
+  EXPECT_EQ(zcollCommInitRank(nullptr, 1, id, 0), zcollInvalidArgument);
+  EXPECT_NE(std::string(zcollGetLastError(nullptr)).find("comm"), std::string::npos);
+  EXPECT_EQ(zcollCommInitRank(&comm, 0, id, 0), zcollInvalidArgument);
+  EXPECT_NE(std::string(zcollGetLastError(nullptr)).find("nranks"), std::string::npos);
+  EXPECT_EQ(zcollCommInitRank(&comm, 2, id, 2), zcollInvalidArgument);
+  EXPECT_NE(std::string(zcollGetLastError(nullptr)).find("rank"), std::string::npos);
+  zcollUniqueId garbage;
+  std::memset(&garbage, 0x5a, sizeof garbage);
+  EXPECT_EQ(zcollCommInitRank(&comm, 1, garbage, 0), zcollInvalidArgument);
+  EXPECT_NE(std::string(zcollGetLastError(nullptr)).find("commId"), std::string::npos);
+  zcollConfig_t cfg = ZCOLL_CONFIG_INITIALIZER;
+  cfg.size = 3;
+  EXPECT_EQ(zcollCommInitRankConfig(&comm, 1, id, 0, &cfg), zcollInvalidArgument);
+  EXPECT_NE(std::string(zcollGetLastError(nullptr)).find("config"), std::string::npos);
+  cfg = ZCOLL_CONFIG_INITIALIZER;
+  cfg.algo = "no-such-algorithm";
+  EXPECT_EQ(zcollCommInitRankConfig(&comm, 1, id, 0, &cfg), zcollInvalidArgument);
+  EXPECT_NE(std::string(zcollGetLastError(nullptr)).find("ZCOLL_ALGO"), std::string::npos);
+  EXPECT_EQ(comm, nullptr);  // outputs only on success
+  // The id is still good after those failures.
+  cfg = ZCOLL_CONFIG_INITIALIZER;
+  ASSERT_EQ(zcollCommInitRankConfig(&comm, 1, id, 0, &cfg), zcollSuccess) << zcollGetLastError(nullptr);
+  EXPECT_EQ(zcollCommDestroy(comm), zcollSuccess);
+}
+
+TEST(BadInputInit, DestroyedCommunicator) {
+  zcollUniqueId id;
+  ASSERT_EQ(zcollGetUniqueId(&id), zcollSuccess);
+  zcollComm_t comm = nullptr;
+  ASSERT_EQ(zcollCommInitRank(&comm, 1, id, 0), zcollSuccess);
+  ASSERT_EQ(zcollCommDestroy(comm), zcollSuccess);
+  float x = 0;
+  EXPECT_EQ(zcollAllReduce(&x, &x, 1, zcollFloat, zcollSum, comm, nullptr), zcollInvalidUsage);
+  EXPECT_NE(std::string(zcollGetLastError(comm)).find("not a live communicator"), std::string::npos);
+  EXPECT_EQ(zcollCommDestroy(comm), zcollInvalidUsage);
+  EXPECT_EQ(zcollCommAbort(comm), zcollInvalidUsage);
+  int n = 0;
+  EXPECT_EQ(zcollCommCount(comm, &n), zcollInvalidUsage);
+}
+
+}  // namespace

@@ -1,0 +1,187 @@
+// ops_test.cpp - point-to-point and groups, nonblocking requests, one thread driving several ranks,
+// timeouts that name the peer, and abort from another thread.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <numeric>
+#include <thread>
+#include <vector>
+
+#include "tests/common/rank_pool.hpp"
+
+namespace zcoll::test {
+namespace {
+
+zcollConfig_t config(int chunkBytes = 256, int timeoutMs = 60000) {
+  zcollConfig_t c = ZCOLL_CONFIG_INITIALIZER;
+  c.chunkBytes = chunkBytes;
+  c.fifoSlots = 2;
+  c.timeoutMs = timeoutMs;
+  return c;
+}
+
+std::vector<int32_t> pattern(int from, int to, size_t n) {
+  std::vector<int32_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = from * 1000003 + to * 1009 + static_cast<int32_t>(i);
+  return v;
+}
+
+class SendRecv : public ::testing::TestWithParam<int> {};
+
+// Every rank sends to every rank (itself included) and receives from every rank, in one group,
+// with sizes that need many chunks: an all-to-all built from send/recv.
+TEST_P(SendRecv, GroupedAllToAll) {
+  const int n = GetParam();
+  RankPool pool(n, config());
+  for (size_t count : {size_t{0}, size_t{1}, size_t{333}}) {
+    pool.run([&](int rank, zcollComm_t comm) {
+      std::vector<std::vector<int32_t>> out(n), in(n, std::vector<int32_t>(count, -1));
+      ASSERT_EQ(zcollGroupStart(), zcollSuccess);
+      for (int p = 0; p < n; ++p) {
+        out[p] = pattern(rank, p, count);
+        ASSERT_EQ(zcollSend(out[p].data(), count, zcollInt32, p, comm, nullptr), zcollSuccess);
+        ASSERT_EQ(zcollRecv(in[p].data(), count, zcollInt32, p, comm, nullptr), zcollSuccess);
+      }
+      ASSERT_EQ(zcollGroupEnd(), zcollSuccess) << zcollGetLastError(comm);
+      for (int p = 0; p < n; ++p) EXPECT_EQ(in[p], pattern(p, rank, count)) << "rank " << rank << " from " << p;
+    });
+  }
+}
+
+// Ungrouped: pairs exchange in a fixed order (even ranks send first), several messages in a row.
+TEST_P(SendRecv, BlockingPairs) {
+  const int n = GetParam();
+  if (n % 2) GTEST_SKIP() << "pairs need an even rank count";
+  RankPool pool(n, config());
+  pool.run([&](int rank, zcollComm_t comm) {
+    int peer = rank ^ 1;
+    for (size_t count : {size_t{5}, size_t{200}, size_t{0}, size_t{1000}}) {
+      std::vector<int32_t> out = pattern(rank, peer, count), in(count, -1);
+      if (rank % 2 == 0) {
+        ASSERT_EQ(zcollSend(out.data(), count, zcollInt32, peer, comm, nullptr), zcollSuccess);
+        ASSERT_EQ(zcollRecv(in.data(), count, zcollInt32, peer, comm, nullptr), zcollSuccess);
+      } else {
+        ASSERT_EQ(zcollRecv(in.data(), count, zcollInt32, peer, comm, nullptr), zcollSuccess);
+        ASSERT_EQ(zcollSend(out.data(), count, zcollInt32, peer, comm, nullptr), zcollSuccess);
+      }
+      EXPECT_EQ(in, pattern(peer, rank, count));
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, SendRecv, ::testing::Values(1, 2, 3, 4, 5, 8));
+
+TEST(SendRecvSelf, UnmatchedSelfSendIsAnError) {
+  RankPool pool(1, config());
+  pool.run([&](int, zcollComm_t comm) {
+    int32_t x = 7;
+    EXPECT_EQ(zcollSend(&x, 1, zcollInt32, 0, comm, nullptr), zcollInvalidUsage);
+    EXPECT_NE(std::string(zcollGetLastError(comm)).find("matching zcollRecv"), std::string::npos);
+  });
+}
+
+TEST(Async, RequestsCompleteInOrder) {
+  RankPool pool(3, config(4096));
+  pool.run([&](int rank, zcollComm_t comm) {
+    constexpr int kOps = 6;
+    constexpr size_t kCount = 5000;
+    std::vector<std::vector<float>> in(kOps, std::vector<float>(kCount)), out(kOps, std::vector<float>(kCount));
+    std::vector<zcollRequest_t> reqs(kOps);
+    for (int k = 0; k < kOps; ++k) {
+      std::fill(in[k].begin(), in[k].end(), static_cast<float>(rank + k));
+      ASSERT_EQ(zcollAllReduceAsync(in[k].data(), out[k].data(), kCount, zcollFloat, zcollSum, comm, &reqs[k]),
+                zcollSuccess);
+    }
+    // A blocking call issued meanwhile runs after the queued ones.
+    float one = 1, sum = 0;
+    ASSERT_EQ(zcollAllReduce(&one, &sum, 1, zcollFloat, zcollSum, comm, nullptr), zcollSuccess);
+    EXPECT_EQ(sum, 3.0f);
+    for (int k = 0; k < kOps; ++k) {
+      if (k % 2) {
+        int done = 0;
+        while (!done) ASSERT_EQ(zcollTest(reqs[k], &done), zcollSuccess);
+      } else {
+        ASSERT_EQ(zcollWait(reqs[k]), zcollSuccess);
+      }
+      EXPECT_EQ(out[k][0], static_cast<float>(0 + 1 + 2 + 3 * k));
+      EXPECT_EQ(out[k][kCount - 1], out[k][0]);
+    }
+  });
+}
+
+// NCCL's "one thread, several ranks": a group spanning the communicators of every rank.
+TEST(Group, OneThreadDrivesAllRanks) {
+  constexpr int n = 4;
+  zcollUniqueId id;
+  ASSERT_EQ(zcollGetUniqueId(&id), zcollSuccess);
+  std::vector<zcollComm_t> comms(n);
+  zcollConfig_t cfg = config();
+  ASSERT_EQ(zcollGroupStart(), zcollSuccess);
+  // Init is collective: start them on threads, then the group below drives all four.
+  std::vector<std::thread> init;
+  for (int r = 0; r < n; ++r)
+    init.emplace_back([&, r] { EXPECT_EQ(zcollCommInitRankConfig(&comms[r], n, id, r, &cfg), zcollSuccess); });
+  for (auto& t : init) t.join();
+  std::vector<std::vector<float>> bufs(n, std::vector<float>(1000));
+  for (int r = 0; r < n; ++r) {
+    std::iota(bufs[r].begin(), bufs[r].end(), static_cast<float>(r));
+    ASSERT_EQ(zcollAllReduce(bufs[r].data(), bufs[r].data(), 1000, zcollFloat, zcollSum, comms[r], nullptr),
+              zcollSuccess);
+  }
+  ASSERT_EQ(zcollGroupEnd(), zcollSuccess) << zcollGetLastError(nullptr);
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(bufs[r][0], 0.0f + 1 + 2 + 3);
+    EXPECT_EQ(bufs[r][999], 4 * 999.0f + 6);
+    EXPECT_EQ(zcollCommDestroy(comms[r]), zcollSuccess);
+  }
+}
+
+// A peer that never joins the collective: the caller fails with Timeout, naming the op and peer,
+// and the communicator reports the error and refuses further work.
+TEST(Failures, TimeoutNamesThePeer) {
+  RankPool pool(2, config(256, 300));
+  pool.run([&](int rank, zcollComm_t comm) {
+    if (rank == 1) return;
+    float x = 1, y = 0;
+    auto start = std::chrono::steady_clock::now();
+    EXPECT_EQ(zcollAllReduce(&x, &y, 1, zcollFloat, zcollSum, comm, nullptr), zcollTimeout);
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_LT(ms, 1300);
+    std::string msg = zcollGetLastError(comm);
+    EXPECT_NE(msg.find("allreduce #0"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("rank 1"), std::string::npos) << msg;
+    zcollResult_t async = zcollSuccess;
+    EXPECT_EQ(zcollCommGetAsyncError(comm, &async), zcollSuccess);
+    EXPECT_EQ(async, zcollTimeout);
+    EXPECT_EQ(zcollAllReduce(&x, &y, 1, zcollFloat, zcollSum, comm, nullptr), zcollTimeout);
+  });
+}
+
+TEST(Failures, AbortUnblocksAStuckCollectiveWithinASecond) {
+  zcollUniqueId id;
+  ASSERT_EQ(zcollGetUniqueId(&id), zcollSuccess);
+  zcollComm_t comms[2] = {};
+  zcollConfig_t cfg = config(256, 600000);
+  std::thread t1([&] { ASSERT_EQ(zcollCommInitRankConfig(&comms[1], 2, id, 1, &cfg), zcollSuccess); });
+  ASSERT_EQ(zcollCommInitRankConfig(&comms[0], 2, id, 0, &cfg), zcollSuccess);
+  t1.join();
+  std::atomic<bool> returned{false};
+  zcollResult_t result = zcollSuccess;
+  std::thread stuck([&] {
+    std::vector<float> x(100000, 1.0f);
+    result = zcollAllReduce(x.data(), x.data(), x.size(), zcollFloat, zcollSum, comms[0], nullptr);
+    returned = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_FALSE(returned.load());
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(zcollCommAbort(comms[0]), zcollSuccess);
+  stuck.join();
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(ms, 1000);
+  EXPECT_EQ(result, zcollAborted);
+  EXPECT_EQ(zcollCommDestroy(comms[1]), zcollSuccess);
+}
+
+}  // namespace
+}  // namespace zcoll::test
