@@ -241,7 +241,7 @@ int main(int argc, char** argv) {
       int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
       if (code != 0 && result == 0) {
         result = code;
-        if (WIFSIGNALED(status))
+        if (WIFSIGNALED(status) && !gForwarded)
           std::fprintf(stderr, "zcoll-run: rank %d (pid %d) killed by signal %d; stopping the other ranks\n", rank,
                        pid, WTERMSIG(status));
         else if (!gForwarded)

@@ -1,0 +1,163 @@
+// process_test.cpp - whole programs: zcoll-run and zcoll-bench as users run them, failure
+// propagation, and what must never remain (files in /dev/shm, processes).
+#include <gtest/gtest.h>
+#include <dirent.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+#include <string>
+#include <thread>
+
+namespace {
+
+std::string tool(const char* var) {
+  const char* v = std::getenv(var);
+  return v ? v : "";
+}
+
+struct Result {
+  int status = -1;  // exit code, or 128 + signal
+  std::string out;
+  double seconds = 0;
+};
+
+Result runCommand(const std::string& cmd) {
+  auto start = std::chrono::steady_clock::now();
+  Result r;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+std::set<std::string> devShm() {
+  std::set<std::string> names;
+  if (DIR* d = opendir("/dev/shm")) {
+    while (dirent* e = readdir(d)) names.insert(e->d_name);
+    closedir(d);
+  }
+  return names;
+}
+
+// Processes whose command line mentions `needle` (other than ourselves).
+int processesMatching(const std::string& needle) {
+  int count = 0;
+  if (DIR* d = opendir("/proc")) {
+    while (dirent* e = readdir(d)) {
+      int pid = std::atoi(e->d_name);
+      if (pid <= 0 || pid == getpid()) continue;
+      FILE* f = std::fopen(("/proc/" + std::string(e->d_name) + "/cmdline").c_str(), "r");
+      if (!f) continue;
+      char buf[4096] = {};
+      size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+      std::fclose(f);
+      for (size_t i = 0; i < n; ++i)
+        if (!buf[i]) buf[i] = ' ';
+      if (std::string(buf, n).find(needle) != std::string::npos) count++;
+    }
+    closedir(d);
+  }
+  return count;
+}
+
+class Process : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    run_ = tool("ZCOLL_RUN");
+    bench_ = tool("ZCOLL_BENCH");
+    prog_ = tool("ZCOLL_RANK_PROG");
+    if (run_.empty() || bench_.empty() || prog_.empty())
+      GTEST_SKIP() << "ZCOLL_RUN, ZCOLL_BENCH and ZCOLL_RANK_PROG must name the built tools (meson test sets them)";
+    shmBefore_ = devShm();
+  }
+  void TearDown() override {
+    if (run_.empty()) return;
+    EXPECT_EQ(devShm(), shmBefore_) << "something was left in /dev/shm";
+    EXPECT_EQ(processesMatching(prog_), 0) << "a rank process outlived its launcher";
+  }
+  std::string run_, bench_, prog_;
+  std::set<std::string> shmBefore_;
+};
+
+TEST_F(Process, ZcollRunJoinsRanksThroughTheEnvironment) {
+  for (int n : {1, 2, 4}) {
+    Result r = runCommand(run_ + " -n " + std::to_string(n) + " " + prog_ + " check");
+    EXPECT_EQ(r.status, 0) << r.out;
+  }
+}
+
+TEST_F(Process, ZcollBenchUnderZcollRunAndSpawned) {
+  Result r = runCommand(run_ + " -n 3 --tag-output " + bench_ + " allreduce -b 8 -e 1M -f 16 -n 5 -w 2 -R 1");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("[0] # Out of bounds values : 0 OK"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" 1048576 "), std::string::npos) << r.out;
+  for (const char* coll : {"allgather", "reducescatter", "broadcast", "reduce"}) {
+    Result s = runCommand(bench_ + " " + coll + " -p 4 -b 64 -e 256K -f 64 -n 3 -w 1 -R 1");
+    EXPECT_EQ(s.status, 0) << coll << "\n" << s.out;
+    EXPECT_NE(s.out.find("# wrong total: 0"), std::string::npos) << s.out;
+  }
+}
+
+TEST_F(Process, AFailingRankStopsTheOthers) {
+  Result r = runCommand(run_ + " -n 3 " + prog_ + " exit-rank 1");
+  EXPECT_EQ(r.status, 3) << r.out;
+  EXPECT_LT(r.seconds, 10.0) << "the other ranks were not stopped";
+  EXPECT_NE(r.out.find("rank 1"), std::string::npos) << r.out;
+}
+
+TEST_F(Process, AKilledRankMakesTheOthersFailOrStop) {
+  // zcoll-run stops the survivors as soon as it sees the death; with a short timeout the survivors would
+  // also fail on their own (they print the error they got).
+  Result r = runCommand("ZCOLL_TIMEOUT_S=2 " + run_ + " -n 3 " + prog_ + " kill-rank 2");
+  EXPECT_EQ(r.status, 128 + SIGKILL) << r.out;
+  EXPECT_LT(r.seconds, 10.0);
+}
+
+TEST_F(Process, InterruptIsForwarded) {
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    execl(run_.c_str(), run_.c_str(), "-n", "2", prog_.c_str(), "hang", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // Rank 0 waits for rank 1, which sleeps: nothing ends before the SIGINT (the timeout is 300 s).
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  kill(pid, SIGINT);
+  int st = 0;
+  auto start = std::chrono::steady_clock::now();
+  waitpid(pid, &st, 0);
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_TRUE(WIFEXITED(st)) << st;
+  EXPECT_EQ(WEXITSTATUS(st), 128 + SIGINT);
+  EXPECT_LT(s, 5.0);
+}
+
+TEST_F(Process, KillNineLeavesNothingBehind) {
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    setpgid(0, 0);
+    execl(bench_.c_str(), bench_.c_str(), "allreduce", "-p", "2", "-b", "1M", "-e", "1M", "-n", "100000", "-S",
+          "1000", "-w", "1", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  setpgid(pid, pid);
+  std::this_thread::sleep_for(std::chrono::milliseconds(800));
+  kill(-pid, SIGKILL);  // the whole job, mid-benchmark
+  int st = 0;
+  waitpid(pid, &st, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(processesMatching(bench_ + " allreduce -p 2"), 0);
+}
+
+}  // namespace

@@ -1,0 +1,81 @@
+/* rank_prog.c - a plain C rank program for the process tests (and a check that zcoll.h is C).
+ *
+ *   rank_prog check            all-reduce, all-gather and send/recv over the launcher's ranks; exit 0 if
+ *                              every element is right
+ *   rank_prog exit-rank K      rank K exits with status 3 after init; the others wait in an all-reduce
+ *   rank_prog kill-rank K      rank K kills itself (SIGKILL) before an all-reduce; the others report the
+ *                              error they get and exit 4 (5 if the call wrongly succeeded)
+ *   rank_prog hang             rank 0 waits in an all-reduce that rank 1 never joins (rank 1 sleeps)
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "zcoll/zcoll.h"
+
+#define CHECK(call)                                                                          \
+  do {                                                                                       \
+    zcollResult_t r_ = (call);                                                               \
+    if (r_ != zcollSuccess) {                                                                \
+      fprintf(stderr, "%s: %s (%s)\n", #call, zcollGetErrorString(r_), zcollGetLastError(NULL)); \
+      return 2;                                                                              \
+    }                                                                                        \
+  } while (0)
+
+static int check(zcollComm_t comm, int rank, int n) {
+  enum { kCount = 100003 };
+  float* in = malloc(sizeof(float) * kCount);
+  float* out = malloc(sizeof(float) * kCount * (size_t)n);
+  int wrong = 0;
+  for (int i = 0; i < kCount; i++) in[i] = (float)(rank + i % 7);
+  CHECK(zcollAllReduce(in, out, kCount, zcollFloat, zcollSum, comm, NULL));
+  for (int i = 0; i < kCount; i++) wrong += out[i] != (float)(n * (n - 1) / 2 + n * (i % 7));
+  CHECK(zcollAllGather(in, out, kCount, zcollFloat, comm, NULL));
+  for (int r = 0; r < n; r++)
+    for (int i = 0; i < kCount; i++) wrong += out[(size_t)r * kCount + i] != (float)(r + i % 7);
+  int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+  CHECK(zcollGroupStart());
+  CHECK(zcollSend(in, kCount, zcollFloat, next, comm, NULL));
+  CHECK(zcollRecv(out, kCount, zcollFloat, prev, comm, NULL));
+  CHECK(zcollGroupEnd());
+  for (int i = 0; i < kCount; i++) wrong += out[i] != (float)(prev + i % 7);
+  free(in);
+  free(out);
+  if (wrong) fprintf(stderr, "rank %d: %d wrong elements\n", rank, wrong);
+  return wrong ? 1 : 0;
+}
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: rank_prog check | exit-rank K | kill-rank K | hang\n");
+    return 2;
+  }
+  zcollComm_t comm = NULL;
+  CHECK(zcollCommInitFromEnv(&comm, NULL));
+  int rank = 0, n = 0;
+  CHECK(zcollCommUserRank(comm, &rank));
+  CHECK(zcollCommCount(comm, &n));
+  int status = 0;
+  if (!strcmp(argv[1], "check")) {
+    status = check(comm, rank, n);
+  } else if (argc > 2 && (!strcmp(argv[1], "exit-rank") || !strcmp(argv[1], "kill-rank"))) {
+    int victim = atoi(argv[2]);
+    if (rank == victim) {
+      if (argv[1][0] == 'e') exit(3);
+      raise(SIGKILL);
+    }
+    float x[1024] = {0};
+    zcollResult_t r = zcollAllReduce(x, x, 1024, zcollFloat, zcollSum, comm, NULL);
+    fprintf(stderr, "rank %d: all-reduce returned %d (%s): %s\n", rank, (int)r, zcollGetErrorString(r),
+            zcollGetLastError(comm));
+    status = r == zcollSuccess ? 5 : 4;
+  } else if (!strcmp(argv[1], "hang")) {
+    float x = 0;
+    if (rank == 1) sleep(600);
+    status = zcollAllReduce(&x, &x, 1, zcollFloat, zcollSum, comm, NULL) == zcollSuccess ? 0 : 4;
+  }
+  zcollCommDestroy(comm);
+  return status;
+}
