@@ -111,7 +111,7 @@ class P2PBatch final : public Algorithm {
       if (items[nextRecv].bytes != items[i].bytes)
         return invalidUsage("send to self of {} bytes matched with a recv from self of {} bytes", items[i].bytes,
                             items[nextRecv].bytes);
-      std::memmove(items[nextRecv].buf, items[i].buf, items[i].bytes);
+      if (items[i].bytes) std::memmove(items[nextRecv].buf, items[i].buf, items[i].bytes);
       nextRecv++;
     }
     for (size_t i = nextRecv; i < count; ++i)

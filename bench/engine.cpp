@@ -349,12 +349,13 @@ long long run(zcollComm_t comm, const Args& a, FILE* out) {
     double tw = warmup > 0 ? (now() - tw0) / warmup : 0.0;
     if (!maxOver(comm, &tw)) return fail(zcollInternalError);
     if (a.sizeSec > 0 && tw > 0) {
-      double cap = a.sizeSec / (a.trials * tw);
+      double cap = a.sizeSec / (std::clamp(a.trials, 1, kMaxTrials) * tw);
       int c = cap < a.minIters ? a.minIters : (cap > iters ? iters : static_cast<int>(cap));
       iters = std::min(iters, c);
     }
+    const int trials = std::clamp(a.trials, 1, kMaxTrials);
     double tt[kMaxTrials];
-    for (int tr = 0; tr < a.trials; ++tr) {
+    for (int tr = 0; tr < trials; ++tr) {
       double zero = 0;
       if (!sumOver(comm, &zero)) return fail(zcollInternalError);  // barrier
       double t0 = now();
@@ -364,8 +365,8 @@ long long run(zcollComm_t comm, const Args& a, FILE* out) {
       if (!sumOver(comm, &s)) return fail(zcollInternalError);
       tt[tr] = s / nranks;
     }
-    std::sort(tt, tt + std::min(a.trials, kMaxTrials));
-    const double sec = tt[(a.trials - 1) / 2];
+    std::sort(tt, tt + trials);
+    const double sec = tt[(trials - 1) / 2];
     double wrongAll = -1;
     if (a.check) {
       runner.prepare(count);
@@ -379,7 +380,7 @@ long long run(zcollComm_t comm, const Args& a, FILE* out) {
       const double busbw = algbw * busFactor(a.coll, nranks);
       std::fprintf(out, "  %10zu %12zu %6s %6s %12.2f %12.3f %12.3f %8lld %6d %12.2f %12.2f\n", pbytes, count,
                    "float", hasRedop(a.coll) ? "sum" : "none", sec * 1e6, algbw, busbw,
-                   static_cast<long long>(wrongAll), iters, tt[0] * 1e6, tt[a.trials - 1] * 1e6);
+                   static_cast<long long>(wrongAll), iters, tt[0] * 1e6, tt[trials - 1] * 1e6);
       std::fflush(out);
       busbwSum += busbw;
       rows++;

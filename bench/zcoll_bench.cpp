@@ -20,22 +20,39 @@ int runRank(zcollComm_t comm, const zcoll::bench::Args& args) {
   return wrong < 0 ? 3 : (wrong > 0 ? 1 : 0);
 }
 
+// Forks the ranks before any thread exists (a fork while another thread holds a lock can leave the
+// child stuck), then creates the unique id here and hands it to every rank through a pipe.
 int spawnLocal(const zcoll::bench::Args& args, const zcollConfig_t& config) {
-  zcollUniqueId id;
-  if (zcollResult_t r = zcollGetUniqueId(&id); r != zcollSuccess) {
-    std::fprintf(stderr, "zcoll-bench: %s\n", zcollGetLastError(nullptr));
-    return 3;
-  }
   std::fflush(stdout);
   std::vector<pid_t> children;
+  std::vector<int> pipes;
+  auto killAll = [&] {
+    for (pid_t c : children) kill(c, SIGKILL);
+  };
   for (int rank = 0; rank < args.nranks; ++rank) {
+    int fds[2];
+    if (pipe(fds) != 0) {
+      std::perror("zcoll-bench: pipe");
+      killAll();
+      return 3;
+    }
     pid_t pid = fork();
     if (pid < 0) {
       std::perror("zcoll-bench: fork");
-      for (pid_t c : children) kill(c, SIGKILL);
+      killAll();
       return 3;
     }
     if (pid == 0) {
+      close(fds[1]);
+      for (int w : pipes) close(w);
+      zcollUniqueId id;
+      size_t got = 0;
+      while (got < sizeof id) {
+        ssize_t n = read(fds[0], reinterpret_cast<char*>(&id) + got, sizeof id - got);
+        if (n <= 0) std::_Exit(3);  // the parent failed before sending the id
+        got += static_cast<size_t>(n);
+      }
+      close(fds[0]);
       zcollComm_t comm = nullptr;
       if (zcollCommInitRankConfig(&comm, args.nranks, id, rank, &config) != zcollSuccess) {
         std::fprintf(stderr, "zcoll-bench: rank %d: %s\n", rank, zcollGetLastError(nullptr));
@@ -43,7 +60,19 @@ int spawnLocal(const zcoll::bench::Args& args, const zcollConfig_t& config) {
       }
       std::exit(runRank(comm, args));
     }
+    close(fds[0]);
     children.push_back(pid);
+    pipes.push_back(fds[1]);
+  }
+  zcollUniqueId id;
+  if (zcollGetUniqueId(&id) != zcollSuccess) {
+    std::fprintf(stderr, "zcoll-bench: %s\n", zcollGetLastError(nullptr));
+    killAll();
+    return 3;
+  }
+  for (int w : pipes) {
+    if (write(w, &id, sizeof id) != static_cast<ssize_t>(sizeof id)) std::perror("zcoll-bench: write");
+    close(w);
   }
   int result = 0;
   size_t left = children.size();

@@ -82,12 +82,25 @@ typedef enum {
   zcollFloat64 = 8,
   zcollDouble = 8,
   zcollBfloat16 = 9,
-  zcollNumTypes = 10
+  zcollNumTypes = 10,
+  /* Not types: they make every int a valid value of the enum, so that C callers may pass any int
+   * and get zcollInvalidArgument instead of undefined behaviour. */
+  zcollDataTypeEnumMin_ = -0x7fffffff - 1,
+  zcollDataTypeEnumMax_ = 0x7fffffff
 } zcollDataType_t;
 
 /** Reduction operators. fp16 and bf16 are reduced in fp32 and rounded once per step.
  *  zcollAvg is the sum divided by the rank count (integer division for integer types). */
-typedef enum { zcollSum = 0, zcollProd = 1, zcollMax = 2, zcollMin = 3, zcollAvg = 4, zcollNumOps = 5 } zcollRedOp_t;
+typedef enum {
+  zcollSum = 0,
+  zcollProd = 1,
+  zcollMax = 2,
+  zcollMin = 3,
+  zcollAvg = 4,
+  zcollNumOps = 5,
+  zcollRedOpEnumMin_ = -0x7fffffff - 1, /* as for zcollDataType_t: any int is a value */
+  zcollRedOpEnumMax_ = 0x7fffffff
+} zcollRedOp_t;
 
 /* ---------------------------------------------------------------------------------------------
  * Configuration. Fields left at their ZCOLL_CONFIG_UNDEF_* value take the default; ZCOLL_*
