@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 namespace zcoll::bench {
@@ -81,6 +82,25 @@ double busFactor(Coll c, int n) {
 
 bool hasRedop(Coll c) { return c == Coll::AllReduce || c == Coll::ReduceScatter || c == Coll::Reduce; }
 
+// Page-aligned and touched before timing, like the anchors' buffers (aligned_alloc(4096) + memset),
+// so both sides start from the same memory layout.
+class Buffer {
+ public:
+  void allocate(size_t elems) {
+    size_t bytes = (elems * sizeof(float) / 4096 + 1) * 4096;
+    data_.reset(static_cast<float*>(std::aligned_alloc(4096, bytes)));
+    if (data_) std::memset(data_.get(), 0, bytes);
+  }
+  float* data() const { return data_.get(); }
+  explicit operator bool() const { return data_ != nullptr; }
+
+ private:
+  struct Free {
+    void operator()(float* p) const { std::free(p); }
+  };
+  std::unique_ptr<float, Free> data_;
+};
+
 // One rank's view of a benchmark: buffers and the collective call.
 class Runner {
  public:
@@ -90,9 +110,9 @@ class Runner {
     size_t maxSend = maxCount, maxRecv = maxCount;
     if (a_.coll == Coll::AllGather) maxSend = maxCount / nranks_ + 1;
     if (a_.coll == Coll::ReduceScatter) maxRecv = maxCount / nranks_ + 1;
-    send_.assign(maxSend + 1024, 0.0f);  // assign() touches every page before timing
-    recv_.assign(maxRecv + 1024, 0.0f);
-    return true;
+    send_.allocate(maxSend);
+    recv_.allocate(maxRecv);
+    return send_ && recv_;
   }
 
   zcollResult_t op(size_t count) {
@@ -170,7 +190,7 @@ class Runner {
   zcollComm_t comm_;
   const Args& a_;
   int rank_, nranks_;
-  std::vector<float> send_, recv_;
+  Buffer send_, recv_;
 };
 
 // Reductions over ranks of the benchmark's own bookkeeping, through zcoll itself.
@@ -311,7 +331,10 @@ long long run(zcollComm_t comm, const Args& a, FILE* out) {
     return -1;
   }
   Runner runner(comm, a, rank, nranks);
-  runner.allocate(countFor(a.coll, a.maxBytes, nranks));
+  if (!runner.allocate(countFor(a.coll, a.maxBytes, nranks))) {
+    std::fprintf(stderr, "zcoll-bench: rank %d: cannot allocate buffers for -e %zu\n", rank, a.maxBytes);
+    return -1;
+  }
   if (rank == 0) printHeader(out, a, nranks);
   auto fail = [&](zcollResult_t r) {
     std::fprintf(stderr, "zcoll-bench: rank %d: %s (%s)\n", rank, zcollGetErrorString(r), zcollGetLastError(comm));
