@@ -58,4 +58,32 @@ class Algorithm {
   virtual Status run(const OpArgs& op, AlgoContext& ctx) const = 0;
 };
 
+// The usual base: an algorithm of one collective under one name.
+template <Collective C>
+class AlgorithmOf : public Algorithm {
+ public:
+  explicit constexpr AlgorithmOf(std::string_view name) : name_(name) {}
+  std::string_view name() const final { return name_; }
+  Collective collective() const final { return C; }
+
+ private:
+  std::string_view name_;
+};
+
+// Defines the factory that registry.cpp lists, returning the one instance of Class.
+#define ZCOLL_ALGORITHM_FACTORY(factory, Class, name) \
+  const Algorithm& factory() {                        \
+    static const Class instance(name);                \
+    return instance;                                  \
+  }
+
+// The op's buffers as bytes, for offset arithmetic.
+struct ByteBuffers {
+  const char* send;
+  char* recv;
+};
+inline ByteBuffers bytesOf(const OpArgs& op) {
+  return {static_cast<const char*>(op.sendbuf), static_cast<char*>(op.recvbuf)};
+}
+
 }  // namespace zcoll

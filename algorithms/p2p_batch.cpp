@@ -16,10 +16,9 @@
 namespace zcoll {
 namespace {
 
-class P2PBatch final : public Algorithm {
+class P2PBatch final : public AlgorithmOf<Collective::SendRecv> {
  public:
-  std::string_view name() const override { return "p2p"; }
-  Collective collective() const override { return Collective::SendRecv; }
+  using AlgorithmOf::AlgorithmOf;
 
   Status run(const OpArgs& op, AlgoContext& ctx) const override {
     Primitives prims(op, ctx, name());
@@ -123,9 +122,6 @@ class P2PBatch final : public Algorithm {
 
 }  // namespace
 
-const Algorithm& p2pBatch() {
-  static const P2PBatch algo;
-  return algo;
-}
+ZCOLL_ALGORITHM_FACTORY(p2pBatch, P2PBatch, "p2p")
 
 }  // namespace zcoll

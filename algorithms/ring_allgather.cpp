@@ -8,16 +8,14 @@
 namespace zcoll {
 namespace {
 
-class RingAllGather final : public Algorithm {
+class RingAllGather final : public AlgorithmOf<Collective::AllGather> {
  public:
-  std::string_view name() const override { return "ring"; }
-  Collective collective() const override { return Collective::AllGather; }
+  using AlgorithmOf::AlgorithmOf;
 
   Status run(const OpArgs& op, AlgoContext& ctx) const override {
     Primitives prims(op, ctx, name());
     const int n = ctx.nranks, r = ctx.rank;
-    const auto* send = static_cast<const char*>(op.sendbuf);
-    auto* recv = static_cast<char*>(op.recvbuf);
+    const auto [send, recv] = bytesOf(op);
     const size_t es = prims.elemSize();
     const size_t block = op.count;
     const int next = patterns::ringNext(r, n), prev = patterns::ringPrev(r, n);
@@ -39,9 +37,6 @@ class RingAllGather final : public Algorithm {
 
 }  // namespace
 
-const Algorithm& ringAllGather() {
-  static const RingAllGather algo;
-  return algo;
-}
+ZCOLL_ALGORITHM_FACTORY(ringAllGather, RingAllGather, "ring")
 
 }  // namespace zcoll

@@ -15,16 +15,14 @@
 namespace zcoll {
 namespace {
 
-class RingAllReduce final : public Algorithm {
+class RingAllReduce final : public AlgorithmOf<Collective::AllReduce> {
  public:
-  std::string_view name() const override { return "ring"; }
-  Collective collective() const override { return Collective::AllReduce; }
+  using AlgorithmOf::AlgorithmOf;
 
   Status run(const OpArgs& op, AlgoContext& ctx) const override {
     Primitives prims(op, ctx, name());
     const int n = ctx.nranks, r = ctx.rank;
-    const auto* send = static_cast<const char*>(op.sendbuf);
-    auto* recv = static_cast<char*>(op.recvbuf);
+    const auto [send, recv] = bytesOf(op);
     const size_t es = prims.elemSize();
     if (n == 1) {
       prims.copy(recv, send, op.count);
@@ -63,9 +61,6 @@ class RingAllReduce final : public Algorithm {
 
 }  // namespace
 
-const Algorithm& ringAllReduce() {
-  static const RingAllReduce algo;
-  return algo;
-}
+ZCOLL_ALGORITHM_FACTORY(ringAllReduce, RingAllReduce, "ring")
 
 }  // namespace zcoll

@@ -7,16 +7,14 @@
 namespace zcoll {
 namespace {
 
-class RingBroadcast final : public Algorithm {
+class RingBroadcast final : public AlgorithmOf<Collective::Broadcast> {
  public:
-  std::string_view name() const override { return "ring"; }
-  Collective collective() const override { return Collective::Broadcast; }
+  using AlgorithmOf::AlgorithmOf;
 
   Status run(const OpArgs& op, AlgoContext& ctx) const override {
     Primitives prims(op, ctx, name());
     const int n = ctx.nranks, r = ctx.rank;
-    const auto* send = static_cast<const char*>(op.sendbuf);
-    auto* recv = static_cast<char*>(op.recvbuf);
+    const auto [send, recv] = bytesOf(op);
     const size_t es = prims.elemSize();
     const int pos = patterns::chainPosition(r, op.root, n);
     const int next = patterns::ringNext(r, n), prev = patterns::ringPrev(r, n);
@@ -42,9 +40,6 @@ class RingBroadcast final : public Algorithm {
 
 }  // namespace
 
-const Algorithm& ringBroadcast() {
-  static const RingBroadcast algo;
-  return algo;
-}
+ZCOLL_ALGORITHM_FACTORY(ringBroadcast, RingBroadcast, "ring")
 
 }  // namespace zcoll

@@ -8,16 +8,14 @@
 namespace zcoll {
 namespace {
 
-class RingReduce final : public Algorithm {
+class RingReduce final : public AlgorithmOf<Collective::Reduce> {
  public:
-  std::string_view name() const override { return "ring"; }
-  Collective collective() const override { return Collective::Reduce; }
+  using AlgorithmOf::AlgorithmOf;
 
   Status run(const OpArgs& op, AlgoContext& ctx) const override {
     Primitives prims(op, ctx, name());
     const int n = ctx.nranks, r = ctx.rank;
-    const auto* send = static_cast<const char*>(op.sendbuf);
-    auto* recv = static_cast<char*>(op.recvbuf);
+    const auto [send, recv] = bytesOf(op);
     const size_t es = prims.elemSize();
     const int pos = patterns::chainPosition(r, op.root, n);
     // Data flows from position n-1 down to position 0 (the root): receive from the ring's next rank.
@@ -46,9 +44,6 @@ class RingReduce final : public Algorithm {
 
 }  // namespace
 
-const Algorithm& ringReduce() {
-  static const RingReduce algo;
-  return algo;
-}
+ZCOLL_ALGORITHM_FACTORY(ringReduce, RingReduce, "ring")
 
 }  // namespace zcoll

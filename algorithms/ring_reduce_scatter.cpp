@@ -10,16 +10,14 @@
 namespace zcoll {
 namespace {
 
-class RingReduceScatter final : public Algorithm {
+class RingReduceScatter final : public AlgorithmOf<Collective::ReduceScatter> {
  public:
-  std::string_view name() const override { return "ring"; }
-  Collective collective() const override { return Collective::ReduceScatter; }
+  using AlgorithmOf::AlgorithmOf;
 
   Status run(const OpArgs& op, AlgoContext& ctx) const override {
     Primitives prims(op, ctx, name());
     const int n = ctx.nranks, r = ctx.rank;
-    const auto* send = static_cast<const char*>(op.sendbuf);
-    auto* recv = static_cast<char*>(op.recvbuf);
+    const auto [send, recv] = bytesOf(op);
     const size_t es = prims.elemSize();
     const size_t block = op.count;  // elements per rank
     if (n == 1) {
@@ -45,9 +43,6 @@ class RingReduceScatter final : public Algorithm {
 
 }  // namespace
 
-const Algorithm& ringReduceScatter() {
-  static const RingReduceScatter algo;
-  return algo;
-}
+ZCOLL_ALGORITHM_FACTORY(ringReduceScatter, RingReduceScatter, "ring")
 
 }  // namespace zcoll
