@@ -245,7 +245,7 @@ void printUsage(FILE* f, const char* prog) {
                "usage: %s COLL [-b minbytes] [-e maxbytes] [-f stepfactor] [-i stepbytes] [-n iters] [-w warmup]\n"
                "          [-c check0/1] [-I inplace0/1] [-r root] [-B budgetbytes] [-m miniters] [-R trials]\n"
                "          [-S sec_per_size] [-T total_sec] [-p nranks] [-a algo] [-d float] [-o sum]\n"
-               "  COLL: allreduce | allgather | reducescatter | broadcast (bcast) | reduce  (or -C COLL)\n"
+               "  COLL: allreduce (default) | allgather | reducescatter | broadcast (bcast) | reduce  (or -C COLL)\n"
                "  defaults: -b 8 -e 256M -f 2 -n 20 -w 5 -c 1 -I 0 -r 0 -B 1G -m 3 -R 3 -S 10 -T 0\n"
                "  -p N: start N local ranks here; without -p, join a job started by zcoll-run, torchrun,\n"
                "        mpirun or srun (zcollCommInitFromEnv)\n",
@@ -254,13 +254,11 @@ void printUsage(FILE* f, const char* prog) {
 
 bool parseArgs(int argc, char** argv, Args* a, std::string* error) {
   int i = 1;
-  bool haveColl = false;
   if (argc > 1 && argv[1][0] != '-') {
     if (!parseColl(argv[1], &a->coll)) {
       *error = std::string("unknown collective '") + argv[1] + "'";
       return false;
     }
-    haveColl = true;
     i = 2;
   }
   for (; i < argc; ++i) {
@@ -296,7 +294,7 @@ bool parseArgs(int argc, char** argv, Args* a, std::string* error) {
       case 'T': a->totalSec = std::atof(v); break;
       case 'p': a->nranks = std::atoi(v); ok = a->nranks >= 1; break;
       case 'a': a->algo = v; break;
-      case 'C': ok = parseColl(v, &a->coll); haveColl |= ok; break;
+      case 'C': ok = parseColl(v, &a->coll); break;
       case 'd': ok = !strcasecmp(v, "float"); break;
       case 'o': ok = !strcasecmp(v, "sum"); break;
       default: *error = std::string("unknown option ") + o; return false;
@@ -306,10 +304,7 @@ bool parseArgs(int argc, char** argv, Args* a, std::string* error) {
       return false;
     }
   }
-  if (!haveColl) {
-    *error = "no collective given";
-    return false;
-  }
+  // Without a collective, all-reduce (the anchors' drivers default to it too).
   if (a->minBytes > a->maxBytes) {
     *error = "-b is larger than -e";
     return false;
