@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "algorithms/scratch.hpp"
 #include "comm/status.hpp"
 #include "comm/types.hpp"
 #include "transport/transport.hpp"
@@ -42,6 +43,7 @@ struct AlgoContext {
   Transport* transport = nullptr;
   Waiter* waiter = nullptr;
   size_t chunkBytes = 0;  // <= transport->chunkCapacity()
+  Scratch* scratch = nullptr;
 };
 
 class Algorithm {

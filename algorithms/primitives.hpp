@@ -13,6 +13,7 @@
 // Ring schedules stay deadlock-free with >= 2 slots per FIFO (docs/algorithms.md has the argument).
 #pragma once
 
+#include <algorithm>
 #include <cstring>
 
 #include "algorithms/algorithm.hpp"
@@ -65,5 +66,27 @@ class Primitives {
   ReduceFn reduce_;
   FinalizeFn finalize_;
 };
+
+// Calls f(offset, n) for each chunk of [begin, end) (element offsets), stopping at the first failure.
+template <typename F>
+Status forChunks(size_t begin, size_t end, size_t chunk, F&& f) {
+  for (size_t off = begin; off < end; off += chunk)
+    if (Status s = f(off, std::min(chunk, end - off)); !s) return s;
+  return Status::ok();
+}
+
+// A pairwise exchange in chunk lockstep: chunk i of the outgoing [0, sendCount) then chunk i of the
+// incoming [0, recvCount); both sides agree on the two counts (mirrored), so FIFOs never hold more
+// than one chunk of it. sendFn/recvFn(offset, n) return Status.
+template <typename SendFn, typename RecvFn>
+Status exchangeChunks(size_t sendCount, size_t recvCount, size_t chunk, SendFn&& sendFn, RecvFn&& recvFn) {
+  for (size_t off = 0; off < std::max(sendCount, recvCount); off += chunk) {
+    if (off < sendCount)
+      if (Status s = sendFn(off, std::min(chunk, sendCount - off)); !s) return s;
+    if (off < recvCount)
+      if (Status s = recvFn(off, std::min(chunk, recvCount - off)); !s) return s;
+  }
+  return Status::ok();
+}
 
 }  // namespace zcoll

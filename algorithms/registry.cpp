@@ -12,6 +12,16 @@ namespace zcoll {
   X(ringReduceScatter)      \
   X(ringBroadcast)          \
   X(ringReduce)             \
+  X(rhdAllReduce)           \
+  X(rhdReduceScatter)       \
+  X(rhdAllGather)           \
+  X(directAllReduce)        \
+  X(directReduceScatter)    \
+  X(directAllGather)        \
+  X(psAllReduce)            \
+  X(treeAllReduce)          \
+  X(treeBroadcast)          \
+  X(treeReduce)             \
   X(p2pBatch)
 
 #define ZCOLL_DECLARE(f) const Algorithm& f();

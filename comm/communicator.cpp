@@ -102,6 +102,7 @@ Status Communicator::execute(const OpArgs& op) {
   ctx.transport = transport_.get();
   ctx.waiter = &waiter;
   ctx.chunkBytes = std::min<size_t>(static_cast<size_t>(config_.chunkBytes), transport_->chunkCapacity());
+  ctx.scratch = &scratch_;
   ZCOLL_TRACE(Coll, rank_, "{} #{} ({}): count {} {} {} root {}", collectiveName(op.coll), op.seq, algo->name(),
               op.count, dataTypeName(op.dtype), redOpName(op.op), op.root);
   Status s = algo->run(op, ctx);

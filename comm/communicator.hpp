@@ -79,6 +79,7 @@ class Communicator {
   Config config_;
   std::unique_ptr<Bootstrap> bootstrap_;
   std::unique_ptr<Transport> transport_;
+  Scratch scratch_;
   std::atomic<bool> abort_{false};
   std::atomic<int> asyncError_{0};
   std::string firstError_;  // guarded by mutex_

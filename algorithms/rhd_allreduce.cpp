@@ -1,0 +1,92 @@
+// rhd_allreduce.cpp - Rabenseifner all-reduce: reduce-scatter by recursive halving, all-gather by
+// recursive doubling, over the p = 2^floor(log2 N) ranks left after folding (patterns/rhd.hpp).
+// Each participant sends 2(p-1)/p of the buffer in 2 log2 p steps; a folded pair adds one full send
+// before and one after. recvbuf is the workspace: no scratch.
+#include "algorithms/algorithm.hpp"
+#include "algorithms/patterns/rhd.hpp"
+#include "algorithms/primitives.hpp"
+
+namespace zcoll {
+namespace {
+
+using patterns::Range;
+
+class RhdAllReduce final : public AlgorithmOf<Collective::AllReduce> {
+ public:
+  using AlgorithmOf::AlgorithmOf;
+
+  Status run(const OpArgs& op, AlgoContext& ctx) const override {
+    Primitives prims(op, ctx, name());
+    const int n = ctx.nranks, r = ctx.rank;
+    const auto [send, recv] = bytesOf(op);
+    const size_t es = prims.elemSize(), chunk = prims.chunkElems(), count = op.count;
+    if (n == 1) {
+      prims.copy(recv, send, count);
+      prims.finalize(recv, count);
+      return Status::ok();
+    }
+    const patterns::Fold fold = patterns::Fold::of(n);
+    if (fold.sitsOut(r)) {  // hand everything to r+1, get the result back
+      if (Status s = forChunks(0, count, chunk, [&](size_t o, size_t c) { return prims.send(r + 1, send + o * es, c); });
+          !s)
+        return s;
+      return forChunks(0, count, chunk, [&](size_t o, size_t c) { return prims.recv(r + 1, recv + o * es, c); });
+    }
+    const char* cur = send;  // where this rank's partial sums live
+    if (fold.absorbs(r)) {
+      if (Status s = forChunks(0, count, chunk,
+                               [&](size_t o, size_t c) {
+                                 return prims.recvReduce(r - 1, send + o * es, recv + o * es, c, false);
+                               });
+          !s)
+        return s;
+      cur = recv;
+    }
+    const int v = fold.virtualRank(r);
+    struct Taken {
+      Range whole;  // the range before the halving step
+      Range given;  // the half sent away (the partner's half when doubling back)
+    } taken[32];
+    int steps = 0;
+    Range mine{0, count};
+    for (int dist = fold.p / 2; dist >= 1; dist /= 2) {
+      const patterns::HalvingStep h = patterns::halve(mine, v, dist, 1);
+      const int partner = fold.realRank(v ^ dist);
+      // Send the half we give away; reduce the partner's copy of the half we keep.
+      const char* from = cur;
+      Status st = exchangeChunks(
+          h.give.size(), h.keep.size(), chunk,
+          [&](size_t o, size_t c) { return prims.send(partner, from + (h.give.lo + o) * es, c); },
+          [&](size_t o, size_t c) {
+            const size_t at = (h.keep.lo + o) * es;
+            return prims.recvReduce(partner, from + at, recv + at, c, false);
+          });
+      if (!st) return st;
+      taken[steps++] = {mine, h.give};
+      mine = h.keep;
+      cur = recv;
+    }
+    prims.finalize(recv + mine.lo * es, mine.size());
+    // Recursive doubling: undo the halving steps in reverse, exchanging whole owned ranges.
+    for (int i = steps - 1; i >= 0; --i) {
+      const int dist = fold.p >> (i + 1);
+      const int partner = fold.realRank(v ^ dist);
+      const Range theirs = taken[i].given;
+      Status st = exchangeChunks(
+          mine.size(), theirs.size(), chunk,
+          [&](size_t o, size_t c) { return prims.send(partner, recv + (mine.lo + o) * es, c); },
+          [&](size_t o, size_t c) { return prims.recv(partner, recv + (theirs.lo + o) * es, c); });
+      if (!st) return st;
+      mine = taken[i].whole;
+    }
+    if (fold.absorbs(r))
+      return forChunks(0, count, chunk, [&](size_t o, size_t c) { return prims.send(r - 1, recv + o * es, c); });
+    return Status::ok();
+  }
+};
+
+}  // namespace
+
+ZCOLL_ALGORITHM_FACTORY(rhdAllReduce, RhdAllReduce, "rhd")
+
+}  // namespace zcoll

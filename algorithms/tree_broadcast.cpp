@@ -1,0 +1,28 @@
+// tree_broadcast.cpp - pipelined binary tree broadcast from any root: log2 N hops per chunk instead
+// of the chain's N-1, at the cost of inner nodes sending each chunk twice.
+#include "algorithms/algorithm.hpp"
+#include "algorithms/tree_steps.hpp"
+
+namespace zcoll {
+namespace {
+
+class TreeBroadcast final : public AlgorithmOf<Collective::Broadcast> {
+ public:
+  using AlgorithmOf::AlgorithmOf;
+
+  Status run(const OpArgs& op, AlgoContext& ctx) const override {
+    Primitives prims(op, ctx, name());
+    const auto [send, recv] = bytesOf(op);
+    const size_t es = prims.elemSize();
+    const patterns::TreeNode node = patterns::binaryTree(ctx.rank, op.root, ctx.nranks);
+    if (ctx.rank == op.root) prims.copy(recv, send, op.count);
+    return forChunks(0, op.count, prims.chunkElems(),
+                     [&](size_t o, size_t c) { return treeBroadcastDown(prims, node, recv + o * es, c); });
+  }
+};
+
+}  // namespace
+
+ZCOLL_ALGORITHM_FACTORY(treeBroadcast, TreeBroadcast, "tree")
+
+}  // namespace zcoll
