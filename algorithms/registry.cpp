@@ -22,6 +22,10 @@ namespace zcoll {
   X(treeAllReduce)          \
   X(treeBroadcast)          \
   X(treeReduce)             \
+  X(directGather)           \
+  X(directScatter)          \
+  X(directAllToAll)         \
+  X(disseminationBarrier)   \
   X(p2pBatch)
 
 #define ZCOLL_DECLARE(f) const Algorithm& f();

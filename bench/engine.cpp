@@ -45,7 +45,8 @@ bool parseColl(const char* s, Coll* out) {
       {"allgather", Coll::AllGather},         {"all_gather", Coll::AllGather},
       {"reducescatter", Coll::ReduceScatter}, {"reduce_scatter", Coll::ReduceScatter},
       {"broadcast", Coll::Broadcast},         {"bcast", Coll::Broadcast},
-      {"reduce", Coll::Reduce}};
+      {"reduce", Coll::Reduce},               {"gather", Coll::Gather},
+      {"scatter", Coll::Scatter},             {"alltoall", Coll::AllToAll}};
   for (auto& n : names)
     if (!strcasecmp(s, n.name)) {
       *out = n.c;
@@ -65,16 +66,23 @@ float sumAt(int nranks, size_t i) {
   return s;
 }
 
+// Collectives whose size is the total over ranks (nccl-tests' convention): count is per rank x nranks.
+bool perRankBlocks(Coll c) {
+  return c == Coll::AllGather || c == Coll::ReduceScatter || c == Coll::Gather || c == Coll::Scatter ||
+         c == Coll::AllToAll;
+}
+
 size_t countFor(Coll c, size_t bytes, int nranks) {
   size_t n = bytes / sizeof(float);
-  if (c == Coll::AllGather || c == Coll::ReduceScatter) n = n / static_cast<size_t>(nranks) * static_cast<size_t>(nranks);
+  if (perRankBlocks(c)) n = n / static_cast<size_t>(nranks) * static_cast<size_t>(nranks);
   return n;
 }
 
 double busFactor(Coll c, int n) {
   switch (c) {
     case Coll::AllReduce: return 2.0 * (n - 1) / n;
-    case Coll::AllGather: case Coll::ReduceScatter: return static_cast<double>(n - 1) / n;
+    case Coll::AllGather: case Coll::ReduceScatter: case Coll::Gather: case Coll::Scatter: case Coll::AllToAll:
+      return static_cast<double>(n - 1) / n;
     case Coll::Broadcast: case Coll::Reduce: return 1.0;
   }
   return 1.0;
@@ -108,8 +116,8 @@ class Runner {
 
   bool allocate(size_t maxCount) {
     size_t maxSend = maxCount, maxRecv = maxCount;
-    if (a_.coll == Coll::AllGather) maxSend = maxCount / nranks_ + 1;
-    if (a_.coll == Coll::ReduceScatter) maxRecv = maxCount / nranks_ + 1;
+    if (a_.coll == Coll::AllGather || a_.coll == Coll::Gather) maxSend = maxCount / nranks_ + 1;
+    if (a_.coll == Coll::ReduceScatter || a_.coll == Coll::Scatter) maxRecv = maxCount / nranks_ + 1;
     send_.allocate(maxSend);
     recv_.allocate(maxRecv);
     return send_ && recv_;
@@ -130,6 +138,14 @@ class Runner {
         return zcollBroadcast(r, r, count, zcollFloat, a_.root, comm_, nullptr);
       case Coll::Reduce:
         return zcollReduce(a_.inplace ? r : s, r, count, zcollFloat, zcollSum, a_.root, comm_, nullptr);
+      case Coll::Gather:
+        return zcollGather(a_.inplace && rank_ == a_.root ? r + per * rank_ : s, r, per, zcollFloat, a_.root, comm_,
+                           nullptr);
+      case Coll::Scatter:
+        return zcollScatter(s, a_.inplace && rank_ == a_.root ? s + per * rank_ : r, per, zcollFloat, a_.root, comm_,
+                            nullptr);
+      case Coll::AllToAll:
+        return zcollAlltoAll(s, r, per, zcollFloat, comm_, nullptr);
     }
     return zcollInvalidArgument;
   }
@@ -154,6 +170,18 @@ class Runner {
       case Coll::Broadcast:
         if (rank_ == a_.root) fill(r, count, rank_);
         else poison(r, count);
+        break;
+      case Coll::Gather:
+        poison(r, count);
+        fill(a_.inplace && rank_ == a_.root ? r + per * rank_ : s, per, rank_);
+        break;
+      case Coll::Scatter:
+        fill(s, count, rank_);
+        if (!(a_.inplace && rank_ == a_.root)) poison(r, per);
+        break;
+      case Coll::AllToAll:
+        fill(s, count, rank_);
+        poison(r, count);
         break;
     }
   }
@@ -181,6 +209,20 @@ class Runner {
       }
       case Coll::Broadcast:
         for (size_t i = 0; i < count; ++i) w += r[i] != val(a_.root, i);
+        break;
+      case Coll::Gather:
+        if (rank_ == a_.root)
+          for (int q = 0; q < nranks_; ++q)
+            for (size_t j = 0; j < per; ++j) w += r[q * per + j] != val(q, j);
+        break;
+      case Coll::Scatter: {
+        const float* out = a_.inplace && rank_ == a_.root ? send_.data() + per * rank_ : r;
+        for (size_t j = 0; j < per; ++j) w += out[j] != val(a_.root, rank_ * per + j);
+        break;
+      }
+      case Coll::AllToAll:
+        for (int q = 0; q < nranks_; ++q)
+          for (size_t j = 0; j < per; ++j) w += r[q * per + j] != val(q, rank_ * per + j);
         break;
     }
     return w;
@@ -236,6 +278,9 @@ const char* collName(Coll c) {
     case Coll::ReduceScatter: return "reducescatter";
     case Coll::Broadcast: return "bcast";
     case Coll::Reduce: return "reduce";
+    case Coll::Gather: return "gather";
+    case Coll::Scatter: return "scatter";
+    case Coll::AllToAll: return "alltoall";
   }
   return "?";
 }
@@ -245,7 +290,8 @@ void printUsage(FILE* f, const char* prog) {
                "usage: %s COLL [-b minbytes] [-e maxbytes] [-f stepfactor] [-i stepbytes] [-n iters] [-w warmup]\n"
                "          [-c check0/1] [-I inplace0/1] [-r root] [-B budgetbytes] [-m miniters] [-R trials]\n"
                "          [-S sec_per_size] [-T total_sec] [-p nranks] [-a algo] [-d float] [-o sum]\n"
-               "  COLL: allreduce (default) | allgather | reducescatter | broadcast (bcast) | reduce  (or -C COLL)\n"
+               "  COLL: allreduce (default) | allgather | reducescatter | broadcast (bcast) | reduce | gather |\n"
+               "        scatter | alltoall  (or -C COLL)\n"
                "  defaults: -b 8 -e 256M -f 2 -n 20 -w 5 -c 1 -I 0 -r 0 -B 1G -m 3 -R 3 -S 10 -T 0\n"
                "  -p N: start N local ranks here; without -p, join a job started by zcoll-run, torchrun,\n"
                "        mpirun or srun (zcollCommInitFromEnv)\n",
@@ -345,8 +391,7 @@ long long run(zcollComm_t comm, const Args& a, FILE* out) {
        bytes = a.stepBytes ? bytes + a.stepBytes
                            : std::max(bytes + 1, static_cast<size_t>(static_cast<double>(bytes) * a.stepFactor))) {
     const size_t count = countFor(a.coll, bytes, nranks);
-    const bool perRank = a.coll == Coll::AllGather || a.coll == Coll::ReduceScatter;
-    if (count == 0 || (perRank && count / nranks == 0)) continue;
+    if (count == 0 || (perRankBlocks(a.coll) && count / nranks == 0)) continue;
     const size_t pbytes = count * sizeof(float);
     int iters = a.iters, warmup = a.warmup;
     if (a.budget && pbytes) {

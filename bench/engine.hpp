@@ -11,7 +11,7 @@
 
 namespace zcoll::bench {
 
-enum class Coll { AllReduce, AllGather, ReduceScatter, Broadcast, Reduce };
+enum class Coll { AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, Gather, Scatter, AllToAll };
 
 struct Args {
   Coll coll = Coll::AllReduce;

@@ -26,6 +26,7 @@ struct Call {
   bool needRecv = true;
   // In-place layout: sendbuff == recvbuff + inPlaceOffset elements may overlap (signed).
   int64_t inPlaceOffset = 0;
+  bool allowInPlace = true;
 };
 
 bool mulOverflows(size_t a, size_t b, size_t* out) { return __builtin_mul_overflow(a, b, out); }
@@ -64,7 +65,7 @@ Status checkBuffers(const Call& c, const void* send, const void* recv, size_t el
   if (c.needSend && c.needRecv && sendBytes > 0 && recvBytes > 0) {
     auto s = reinterpret_cast<uintptr_t>(send), r = reinterpret_cast<uintptr_t>(recv);
     bool overlap = s < r + recvBytes && r < s + sendBytes;
-    bool inPlace = static_cast<int64_t>(s - r) == c.inPlaceOffset * static_cast<int64_t>(elemSize);
+    bool inPlace = c.allowInPlace && static_cast<int64_t>(s - r) == c.inPlaceOffset * static_cast<int64_t>(elemSize);
     if (overlap && !inPlace)
       return invalidArgument("{} and {} overlap but are not in the in-place layout", c.sendName, c.recvName);
   }
@@ -162,6 +163,48 @@ Status reduce(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_
   return launch(comm, a, c, "count", mode, request);
 }
 
+// Gather (toRoot) and scatter: count elements per rank, nranks * count at the root.
+Status rooted(Collective coll, const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype, int root,
+              zcollComm_t comm) {
+  if (Status s = checkType(datatype); !s) return s;
+  CommRef ref;
+  if (Status s = ref.acquire(comm); !s) return s;
+  if (Status s = checkRank(root, "root", ref->nranks()); !s) return s;
+  const bool atRoot = ref->rank() == root;
+  size_t all = 0;
+  if (mulOverflows(count, static_cast<size_t>(ref->nranks()), &all))
+    return invalidArgument("count = {}: times nranks overflows", count);
+  Call c;
+  const int64_t rootOffset = static_cast<int64_t>(count) * root;
+  if (coll == Collective::Gather) {
+    c.sendElems = count;
+    c.recvElems = atRoot ? all : 0;
+    c.needRecv = atRoot;
+    c.inPlaceOffset = rootOffset;
+  } else {
+    c.sendElems = atRoot ? all : 0;
+    c.recvElems = count;
+    c.needSend = atRoot;
+    c.inPlaceOffset = -rootOffset;
+  }
+  OpArgs a{coll, sendbuff, recvbuff, count, static_cast<DataType>(datatype)};
+  a.root = root;
+  return launch(comm, a, c, "count", Mode::Blocking, nullptr);
+}
+
+Status allToAll(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype, zcollComm_t comm) {
+  if (Status s = checkType(datatype); !s) return s;
+  CommRef ref;
+  if (Status s = ref.acquire(comm); !s) return s;
+  Call c;
+  if (mulOverflows(count, static_cast<size_t>(ref->nranks()), &c.sendElems))
+    return invalidArgument("count = {}: times nranks overflows", count);
+  c.recvElems = c.sendElems;
+  c.allowInPlace = false;
+  OpArgs a{Collective::AllToAll, sendbuff, recvbuff, count, static_cast<DataType>(datatype)};
+  return launch(comm, a, c, "count", Mode::Blocking, nullptr);
+}
+
 Status sendRecv(bool isSend, const void* buf, size_t count, zcollDataType_t datatype, int peer, zcollComm_t comm) {
   if (Status s = checkType(datatype); !s) return s;
   CommRef ref;
@@ -221,6 +264,38 @@ zcollResult_t zcollReduce(const void* sendbuff, void* recvbuff, size_t count, zc
   return apiCall("zcollReduce", [&] {
     if (Status s = checkStream(stream); !s) return s;
     return reduce(sendbuff, recvbuff, count, datatype, op, root, comm, Mode::Blocking, nullptr);
+  });
+}
+
+zcollResult_t zcollGather(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype, int root,
+                          zcollComm_t comm, zcollStream_t stream) {
+  return apiCall("zcollGather", [&] {
+    if (Status s = checkStream(stream); !s) return s;
+    return rooted(Collective::Gather, sendbuff, recvbuff, count, datatype, root, comm);
+  });
+}
+
+zcollResult_t zcollScatter(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype, int root,
+                           zcollComm_t comm, zcollStream_t stream) {
+  return apiCall("zcollScatter", [&] {
+    if (Status s = checkStream(stream); !s) return s;
+    return rooted(Collective::Scatter, sendbuff, recvbuff, count, datatype, root, comm);
+  });
+}
+
+zcollResult_t zcollAlltoAll(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype,
+                            zcollComm_t comm, zcollStream_t stream) {
+  return apiCall("zcollAlltoAll", [&] {
+    if (Status s = checkStream(stream); !s) return s;
+    return allToAll(sendbuff, recvbuff, count, datatype, comm);
+  });
+}
+
+zcollResult_t zcollBarrier(zcollComm_t comm, zcollStream_t stream) {
+  return apiCall("zcollBarrier", [&] {
+    if (Status s = checkStream(stream); !s) return s;
+    OpArgs a{Collective::Barrier, nullptr, nullptr, 0, DataType::Uint8};
+    return launch(comm, a, Call{}, "count", Mode::Blocking, nullptr);
   });
 }
 

@@ -22,7 +22,8 @@ std::string_view redOpName(RedOp op) {
 
 std::string_view collectiveName(Collective c) {
   static constexpr std::string_view kNames[kNumCollectives] = {
-      "allreduce", "allgather", "reducescatter", "broadcast", "reduce", "sendrecv"};
+      "allreduce", "allgather", "reducescatter", "broadcast", "reduce", "sendrecv",
+      "gather",    "scatter",   "alltoall",      "barrier"};
   int i = static_cast<int>(c);
   return i >= 0 && i < kNumCollectives ? kNames[i] : "?";
 }

@@ -19,9 +19,9 @@ enum class RedOp : int { Sum = 0, Prod, Max, Min, Avg };
 inline constexpr int kNumRedOps = 5;
 
 enum class Collective : int {
-  AllReduce = 0, AllGather, ReduceScatter, Broadcast, Reduce, SendRecv,
+  AllReduce = 0, AllGather, ReduceScatter, Broadcast, Reduce, SendRecv, Gather, Scatter, AllToAll, Barrier,
 };
-inline constexpr int kNumCollectives = 6;
+inline constexpr int kNumCollectives = 10;
 
 constexpr size_t dataTypeSize(DataType t) {
   switch (t) {

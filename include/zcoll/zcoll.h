@@ -215,6 +215,25 @@ zcollResult_t zcollBroadcast(const void* sendbuff, void* recvbuff, size_t count,
 zcollResult_t zcollReduce(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype,
                           zcollRedOp_t op, int root, zcollComm_t comm, zcollStream_t stream);
 
+/** Root's recvbuff[r * count + i] = sendbuff of rank r [i] (NCCL 2.28's ncclGather). recvbuff holds
+ *  nranks * count and is used at the root only. In place at the root: sendbuff == recvbuff + root * count. */
+zcollResult_t zcollGather(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype, int root,
+                          zcollComm_t comm, zcollStream_t stream);
+
+/** recvbuff[i] = root's sendbuff[rank * count + i] (ncclScatter). sendbuff holds nranks * count and is
+ *  read at the root only. In place at the root: recvbuff == sendbuff + root * count. */
+zcollResult_t zcollScatter(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype, int root,
+                           zcollComm_t comm, zcollStream_t stream);
+
+/** recvbuff[r * count + i] = sendbuff of rank r [rank * count + i] (ncclAlltoAll): count elements to and
+ *  from every rank. Both buffers hold nranks * count; they must not overlap. */
+zcollResult_t zcollAlltoAll(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype,
+                            zcollComm_t comm, zcollStream_t stream);
+
+/** Returns once every rank has entered the barrier (or fails after the timeout). Inside a group it
+ *  is queued like any other call. */
+zcollResult_t zcollBarrier(zcollComm_t comm, zcollStream_t stream);
+
 /** Sends count elements to peer. Outside a group it blocks until the matching zcollRecv on peer has
  *  taken the data; a send to oneself needs its zcollRecv in the same group. */
 zcollResult_t zcollSend(const void* sendbuff, size_t count, zcollDataType_t datatype, int peer,

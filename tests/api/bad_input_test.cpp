@@ -79,6 +79,23 @@ TEST_F(BadInput, InvalidTypeOpRootPeer) {
   expectRejected(zcollSend(buf_, 4, zcollFloat, 1, comm_, nullptr), zcollInvalidArgument, "peer", "send peer");
   expectRejected(zcollRecv(out_, 4, zcollFloat, -3, comm_, nullptr), zcollInvalidArgument, "peer", "recv peer");
   expectRejected(zcollSend(buf_, 4, kBadType, 0, comm_, nullptr), zcollInvalidArgument, "datatype", "send type");
+  expectRejected(zcollGather(buf_, out_, 4, zcollFloat, 3, comm_, nullptr), zcollInvalidArgument, "root",
+                 "gather root");
+  expectRejected(zcollScatter(buf_, out_, 4, kBadType, 0, comm_, nullptr), zcollInvalidArgument, "datatype",
+                 "scatter type");
+  expectRejected(zcollAlltoAll(buf_, out_, 4, kBadType, comm_, nullptr), zcollInvalidArgument, "datatype",
+                 "alltoall type");
+  expectRejected(zcollGather(nullptr, out_, 4, zcollFloat, 0, comm_, nullptr), zcollInvalidArgument, "sendbuff",
+                 "gather null");
+  expectRejected(zcollScatter(buf_, nullptr, 4, zcollFloat, 0, comm_, nullptr), zcollInvalidArgument, "recvbuff",
+                 "scatter null");
+  expectRejected(zcollAlltoAll(buf_, buf_, 4, zcollFloat, comm_, nullptr), zcollInvalidArgument, "overlap",
+                 "alltoall in place");
+  expectRejected(zcollAlltoAll(buf_, out_, SIZE_MAX / 2, zcollFloat, comm_, nullptr), zcollInvalidArgument, "count",
+                 "alltoall overflow");
+  int fakeStream = 0;
+  expectRejected(zcollBarrier(comm_, &fakeStream), zcollInvalidArgument, "stream", "barrier stream");
+  expectRejected(zcollBarrier(nullptr, nullptr), zcollInvalidArgument, "comm", "barrier comm");
 }
 
 TEST_F(BadInput, CountOverflowAndOverlap) {

@@ -71,6 +71,23 @@ TEST_P(SendRecv, BlockingPairs) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, SendRecv, ::testing::Values(1, 2, 3, 4, 5, 8));
 
+// Nobody leaves the barrier before the last rank enters it.
+TEST(Barrier, NobodyLeavesEarly) {
+  for (int n : {1, 2, 3, 5, 8}) {
+    RankPool pool(n, config());
+    std::atomic<int> entered{0};
+    pool.run([&](int rank, zcollComm_t comm) {
+      for (int round = 0; round < 5; ++round) {
+        if (rank == round % n) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        entered.fetch_add(1);
+        ASSERT_EQ(zcollBarrier(comm, nullptr), zcollSuccess) << zcollGetLastError(comm);
+        EXPECT_GE(entered.load(), n * (round + 1)) << "rank " << rank << " left barrier " << round << " early";
+        ASSERT_EQ(zcollBarrier(comm, nullptr), zcollSuccess);  // nobody starts the next round before all checked
+      }
+    });
+  }
+}
+
 TEST(SendRecvSelf, UnmatchedSelfSendIsAnError) {
   RankPool pool(1, config());
   pool.run([&](int, zcollComm_t comm) {

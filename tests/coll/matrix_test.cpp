@@ -16,9 +16,9 @@ namespace {
 constexpr int kChunkBytes = 256;
 constexpr unsigned char kPoison = 0xA5;
 
-enum class Coll { AllReduce, ReduceScatter, Reduce, AllGather, Broadcast };
+enum class Coll { AllReduce, ReduceScatter, Reduce, AllGather, Broadcast, Gather, Scatter, AllToAll };
 const char* collName(Coll c) {
-  const char* n[] = {"allreduce", "reducescatter", "reduce", "allgather", "broadcast"};
+  const char* n[] = {"allreduce", "reducescatter", "reduce", "allgather", "broadcast", "gather", "scatter", "alltoall"};
   return n[static_cast<int>(c)];
 }
 
@@ -58,14 +58,15 @@ void runCase(const Case& k, int rank, int nranks, zcollComm_t comm) {
   const size_t es = typeSize(k.type);
   const size_t n = k.count, N = static_cast<size_t>(nranks);
   size_t sendElems = n, recvElems = n;
-  if (k.coll == Coll::AllGather) recvElems = n * N;
-  if (k.coll == Coll::ReduceScatter) sendElems = n * N;
+  if (k.coll == Coll::AllGather || k.coll == Coll::Gather || k.coll == Coll::AllToAll) recvElems = n * N;
+  if (k.coll == Coll::ReduceScatter || k.coll == Coll::Scatter || k.coll == Coll::AllToAll) sendElems = n * N;
   // One allocation for both buffers so in-place layouts are exact; guard bytes around.
   std::vector<unsigned char> send(sendElems * es + 64, kPoison), recv(recvElems * es + 64, kPoison);
   void* sbuf = send.data();
   void* rbuf = recv.data();
-  zcollRedOp_t inputOp = k.op;
-  if (k.coll == Coll::AllGather || k.coll == Coll::Broadcast) inputOp = zcollSum;
+  const bool reduces = k.coll == Coll::AllReduce || k.coll == Coll::ReduceScatter || k.coll == Coll::Reduce;
+  const zcollRedOp_t inputOp = reduces ? k.op : zcollSum;
+  const bool atRoot = rank == k.root;
 
   // Inputs (in their in-place position where needed).
   switch (k.coll) {
@@ -78,12 +79,19 @@ void runCase(const Case& k, int rank, int nranks, zcollComm_t comm) {
       if (k.inPlace) rbuf = static_cast<char*>(sbuf) + rank * n * es;
       break;
     case Coll::AllGather:
-      if (k.inPlace) {
-        sbuf = static_cast<char*>(rbuf) + rank * n * es;
-        fillInput(k.type, inputOp, rank, sbuf, n);
-      } else {
-        fillInput(k.type, inputOp, rank, sbuf, n);
-      }
+      if (k.inPlace) sbuf = static_cast<char*>(rbuf) + rank * n * es;
+      fillInput(k.type, inputOp, rank, sbuf, n);
+      break;
+    case Coll::Gather:
+      if (k.inPlace && atRoot) sbuf = static_cast<char*>(rbuf) + rank * n * es;
+      fillInput(k.type, inputOp, rank, sbuf, n);
+      break;
+    case Coll::Scatter:
+      if (atRoot) fillInput(k.type, inputOp, rank, sbuf, n * N);
+      if (k.inPlace && atRoot) rbuf = static_cast<char*>(sbuf) + rank * n * es;
+      break;
+    case Coll::AllToAll:
+      fillInput(k.type, inputOp, rank, sbuf, n * N);
       break;
   }
 
@@ -94,6 +102,9 @@ void runCase(const Case& k, int rank, int nranks, zcollComm_t comm) {
     case Coll::Reduce: r = zcollReduce(sbuf, rbuf, n, k.type, k.op, k.root, comm, nullptr); break;
     case Coll::AllGather: r = zcollAllGather(sbuf, rbuf, n, k.type, comm, nullptr); break;
     case Coll::Broadcast: r = zcollBroadcast(sbuf, rbuf, n, k.type, k.root, comm, nullptr); break;
+    case Coll::Gather: r = zcollGather(sbuf, rbuf, n, k.type, k.root, comm, nullptr); break;
+    case Coll::Scatter: r = zcollScatter(sbuf, rbuf, n, k.type, k.root, comm, nullptr); break;
+    case Coll::AllToAll: r = zcollAlltoAll(sbuf, rbuf, n, k.type, comm, nullptr); break;
   }
   ASSERT_EQ(r, zcollSuccess) << describe(k, nranks) << " rank " << rank << ": " << zcollGetLastError(comm);
 
@@ -123,12 +134,25 @@ void runCase(const Case& k, int rank, int nranks, zcollComm_t comm) {
     case Coll::Broadcast:
       fillInput(k.type, inputOp, k.root, expect.data(), n);
       break;
+    case Coll::Gather:
+      if (atRoot) {
+        for (int q = 0; q < nranks; ++q) fillInput(k.type, inputOp, q, expect.data() + q * n * es, n);
+      } else if (k.inPlace) {
+        outElems = 0;  // non-root recvbuff is not used
+      }
+      break;
+    case Coll::Scatter:
+      fillInput(k.type, inputOp, k.root, expect.data(), n, rank * n);
+      break;
+    case Coll::AllToAll:
+      for (int q = 0; q < nranks; ++q) fillInput(k.type, inputOp, q, expect.data() + q * n * es, n, rank * n);
+      break;
   }
   size_t bad = firstMismatch(out, expect.data(), outElems, es);
   EXPECT_EQ(bad, outElems) << describe(k, nranks) << ": rank " << rank << " wrong at element " << bad << " ("
                            << countMismatches(out, expect.data(), outElems, es) << " wrong)";
   // Nothing written past the output.
-  if (!(k.coll == Coll::ReduceScatter && k.inPlace)) {
+  if (!(k.inPlace && (k.coll == Coll::ReduceScatter || (k.coll == Coll::Scatter && atRoot)))) {
     for (size_t b = recvElems * es; b < recv.size(); ++b)
       ASSERT_EQ(recv[b], kPoison) << describe(k, nranks) << ": rank " << rank << " wrote past recvbuff";
   }
@@ -141,6 +165,9 @@ Collective internal(Coll c) {
     case Coll::Reduce: return Collective::Reduce;
     case Coll::AllGather: return Collective::AllGather;
     case Coll::Broadcast: return Collective::Broadcast;
+    case Coll::Gather: return Collective::Gather;
+    case Coll::Scatter: return Collective::Scatter;
+    case Coll::AllToAll: return Collective::AllToAll;
   }
   return Collective::AllReduce;
 }
@@ -155,7 +182,8 @@ struct Param {
 std::vector<Param> allParams() {
   std::vector<Param> out;
   for (int n : {1, 2, 3, 4, 5, 8})
-    for (Coll c : {Coll::AllReduce, Coll::ReduceScatter, Coll::Reduce, Coll::AllGather, Coll::Broadcast})
+    for (Coll c : {Coll::AllReduce, Coll::ReduceScatter, Coll::Reduce, Coll::AllGather, Coll::Broadcast, Coll::Gather,
+                   Coll::Scatter, Coll::AllToAll})
       for (const Algorithm* a : allAlgorithms())
         if (a->collective() == internal(c)) out.push_back({n, c, a});
   return out;
@@ -169,12 +197,14 @@ TEST_P(Matrix, ElementByElement) {
   RankPool pool(nranks, smallChunks(algoName.c_str()));
   ASSERT_TRUE(pool.ok());
   const bool reduces = coll == Coll::AllReduce || coll == Coll::ReduceScatter || coll == Coll::Reduce;
+  const bool rooted = coll == Coll::Reduce || coll == Coll::Broadcast || coll == Coll::Gather || coll == Coll::Scatter;
   std::vector<int> roots = {0};
-  if ((coll == Coll::Reduce || coll == Coll::Broadcast) && nranks > 1) roots.push_back(nranks - 1);
+  if (rooted && nranks > 1) roots.push_back(nranks - 1);
   for (zcollDataType_t type : kAllTypes) {
     for (zcollRedOp_t op : kAllOps) {
       if (!reduces && op != zcollSum) continue;
       for (bool inPlace : {false, true}) {
+        if (inPlace && coll == Coll::AllToAll) continue;  // not defined for all-to-all
         for (size_t count : countsFor(nranks, typeSize(type))) {
           for (int root : roots) {
             Case k{coll, type, op, inPlace, count, root};
