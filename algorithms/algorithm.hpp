@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "algorithms/cost_model.hpp"
 #include "algorithms/scratch.hpp"
 #include "comm/status.hpp"
 #include "comm/types.hpp"
@@ -58,6 +59,13 @@ class Algorithm {
     return Status::ok();
   }
   virtual Status run(const OpArgs& op, AlgoContext& ctx) const = 0;
+  // Predicted seconds for the call under the model (the only algorithm of a collective may return 0).
+  virtual double cost(const OpArgs& op, int nranks, const CostModel& m) const {
+    (void)op;
+    (void)nranks;
+    (void)m;
+    return 0.0;
+  }
 };
 
 // The usual base: an algorithm of one collective under one name.

@@ -15,6 +15,11 @@ class DirectAllReduce final : public AlgorithmOf<Collective::AllReduce> {
  public:
   using AlgorithmOf::AlgorithmOf;
 
+  double cost(const OpArgs& op, int n, const CostModel& m) const override {
+    const double s = static_cast<double>(opBytes(op.coll, op.count, op.dtype, n));
+    return 2.0 * m.alpha + 2.0 * (n - 2) * m.message + 2.0 * (n - 1) / n * s * m.beta;
+  }
+
   Status run(const OpArgs& op, AlgoContext& ctx) const override {
     Primitives prims(op, ctx, name());
     const int n = ctx.nranks, r = ctx.rank;

@@ -3,6 +3,8 @@
 
 #include <string_view>
 
+#include "comm/config.hpp"
+
 namespace zcoll {
 
 // One line per algorithm: its factory, defined in the algorithm's own file.
@@ -41,65 +43,93 @@ const std::vector<const Algorithm*>& allAlgorithms() {
 
 namespace {
 
-// The name ZCOLL_ALGO asks for this collective ("" = none).
-std::string_view forcedName(std::string_view forced, Collective coll) {
-  if (forced.find(':') == std::string_view::npos) return forced;
-  while (!forced.empty()) {
-    size_t comma = forced.find(',');
-    std::string_view item = forced.substr(0, comma);
-    size_t colon = item.find(':');
-    Collective c;
-    if (colon != std::string_view::npos && parseCollective(item.substr(0, colon), &c) && c == coll)
-      return item.substr(colon + 1);
-    forced = comma == std::string_view::npos ? std::string_view() : forced.substr(comma + 1);
-  }
-  return {};
-}
-
 bool known(std::string_view name) {
   for (const Algorithm* a : allAlgorithms())
     if (a->name() == name) return true;
   return false;
 }
 
+bool parseSize(std::string_view s, size_t* out) {
+  int64_t v = 0;
+  if (!parseByteSize(s, &v)) return false;
+  *out = static_cast<size_t>(v);
+  return true;
+}
+
+std::string knownNames() {
+  std::string names;
+  for (const Algorithm* a : allAlgorithms())
+    if (names.find(std::string(a->name())) == std::string::npos) names += (names.empty() ? "" : ", ") + std::string(a->name());
+  return names;
+}
+
 }  // namespace
 
-Status validateAlgoOverride(const std::string& forced) {
-  if (forced.empty()) return Status::ok();
-  std::string_view rest(forced);
-  if (rest.find(':') == std::string_view::npos) {
-    if (!known(rest)) return invalidArgument("ZCOLL_ALGO='{}': no algorithm of that name", forced);
-    return Status::ok();
-  }
+Status parseAlgoOverride(const std::string& text, std::vector<AlgoRule>* rules) {
+  rules->clear();
+  std::string_view rest(text);
   while (!rest.empty()) {
-    size_t comma = rest.find(',');
-    std::string_view item = rest.substr(0, comma);
-    size_t colon = item.find(':');
-    Collective c;
-    if (colon == std::string_view::npos || !parseCollective(item.substr(0, colon), &c) ||
-        !known(item.substr(colon + 1)))
-      return invalidArgument("ZCOLL_ALGO='{}': '{}' is not COLLECTIVE:ALGORITHM with known names", forced, item);
+    const size_t comma = rest.find(',');
+    const std::string_view item = rest.substr(0, comma);
     rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    AlgoRule rule;
+    std::string_view name = item;
+    const size_t first = item.find(':');
+    if (first != std::string_view::npos) {
+      rule.anyCollective = false;
+      if (!parseCollective(item.substr(0, first), &rule.coll))
+        return invalidArgument("ZCOLL_ALGO='{}': '{}' is not a collective", text, item.substr(0, first));
+      name = item.substr(first + 1);
+      const size_t second = name.find(':');
+      if (second != std::string_view::npos) {
+        const std::string_view range = name.substr(0, second);
+        name = name.substr(second + 1);
+        const size_t dash = range.find('-');
+        if (dash == std::string_view::npos || !parseSize(range.substr(0, dash), &rule.lo) ||
+            (dash + 1 < range.size() && !parseSize(range.substr(dash + 1), &rule.hi)) || rule.hi <= rule.lo)
+          return invalidArgument("ZCOLL_ALGO='{}': '{}' is not a size range LO-HI (e.g. 0-64K or 64K-)", text, range);
+      }
+    }
+    if (!known(name))
+      return invalidArgument("ZCOLL_ALGO='{}': no algorithm named '{}' (known: {})", text, name, knownNames());
+    rule.name = std::string(name);
+    rules->push_back(std::move(rule));
   }
   return Status::ok();
 }
 
-Status selectAlgorithm(const OpArgs& op, int nranks, const std::string& forced, const Algorithm** out) {
-  std::string_view want = forcedName(forced, op.coll);
-  std::string reasons;
-  for (int pass = want.empty() ? 1 : 0; pass < 2; ++pass) {
+Status AlgorithmSelector::select(const OpArgs& op, int nranks, const Algorithm** out) const {
+  const size_t bytes = opBytes(op.coll, op.count, op.dtype, nranks);
+  for (const AlgoRule& rule : rules_) {
+    if ((!rule.anyCollective && rule.coll != op.coll) || bytes < rule.lo || bytes >= rule.hi) continue;
     for (const Algorithm* a : allAlgorithms()) {
-      if (a->collective() != op.coll || (pass == 0 && a->name() != want)) continue;
-      Status s = a->supports(op, nranks);
-      if (s) {
+      if (a->collective() == op.coll && a->name() == rule.name && a->supports(op, nranks).isOk()) {
         *out = a;
         return Status::ok();
       }
-      reasons += fmt::format(" {}: {};", a->name(), s.message());
     }
   }
-  return notSupported("no algorithm can run {} on {} ranks:{}", collectiveName(op.coll), nranks,
-                      reasons.empty() ? " none registered" : reasons);
+  const Algorithm* best = nullptr;
+  double bestCost = 0;
+  std::string reasons;
+  for (const Algorithm* a : allAlgorithms()) {
+    if (a->collective() != op.coll) continue;
+    Status s = a->supports(op, nranks);
+    if (!s) {
+      reasons += fmt::format(" {}: {};", a->name(), s.message());
+      continue;
+    }
+    const double c = a->cost(op, nranks, model_);
+    if (!best || c < bestCost) {
+      best = a;
+      bestCost = c;
+    }
+  }
+  if (!best)
+    return notSupported("no algorithm can run {} on {} ranks:{}", collectiveName(op.coll), nranks,
+                        reasons.empty() ? " none registered" : reasons);
+  *out = best;
+  return Status::ok();
 }
 
 }  // namespace zcoll

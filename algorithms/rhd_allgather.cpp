@@ -16,6 +16,11 @@ class RhdAllGather final : public AlgorithmOf<Collective::AllGather> {
     return Status::ok();
   }
 
+  double cost(const OpArgs& op, int n, const CostModel& m) const override {
+    const double s = static_cast<double>(opBytes(op.coll, op.count, op.dtype, n));
+    return patterns::log2Floor(n) * m.alpha + static_cast<double>(n - 1) / n * s * m.beta;
+  }
+
   Status run(const OpArgs& op, AlgoContext& ctx) const override {
     Primitives prims(op, ctx, name());
     const int n = ctx.nranks, r = ctx.rank;

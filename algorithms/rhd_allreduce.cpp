@@ -15,6 +15,14 @@ class RhdAllReduce final : public AlgorithmOf<Collective::AllReduce> {
  public:
   using AlgorithmOf::AlgorithmOf;
 
+  double cost(const OpArgs& op, int n, const CostModel& m) const override {
+    const double s = static_cast<double>(opBytes(op.coll, op.count, op.dtype, n));
+    const patterns::Fold f = patterns::Fold::of(n);
+    const double folded = f.rem > 0 ? 1.0 : 0.0;
+    return (2.0 * patterns::log2Floor(f.p) + 2.0 * folded) * m.alpha +
+           (2.0 * (f.p - 1) / f.p * s + 2.0 * folded * s) * m.beta;
+  }
+
   Status run(const OpArgs& op, AlgoContext& ctx) const override {
     Primitives prims(op, ctx, name());
     const int n = ctx.nranks, r = ctx.rank;

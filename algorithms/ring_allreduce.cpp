@@ -19,6 +19,11 @@ class RingAllReduce final : public AlgorithmOf<Collective::AllReduce> {
  public:
   using AlgorithmOf::AlgorithmOf;
 
+  double cost(const OpArgs& op, int n, const CostModel& m) const override {
+    const double s = static_cast<double>(opBytes(op.coll, op.count, op.dtype, n));
+    return 2.0 * (n - 1) * m.alpha + 2.0 * (n - 1) / n * s * m.beta;
+  }
+
   Status run(const OpArgs& op, AlgoContext& ctx) const override {
     Primitives prims(op, ctx, name());
     const int n = ctx.nranks, r = ctx.rank;

@@ -11,6 +11,11 @@ class RingBroadcast final : public AlgorithmOf<Collective::Broadcast> {
  public:
   using AlgorithmOf::AlgorithmOf;
 
+  double cost(const OpArgs& op, int n, const CostModel& m) const override {
+    const double s = static_cast<double>(opBytes(op.coll, op.count, op.dtype, n));
+    return (n - 1) * m.alpha + s * m.beta;
+  }
+
   Status run(const OpArgs& op, AlgoContext& ctx) const override {
     Primitives prims(op, ctx, name());
     const int n = ctx.nranks, r = ctx.rank;

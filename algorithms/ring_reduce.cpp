@@ -12,6 +12,11 @@ class RingReduce final : public AlgorithmOf<Collective::Reduce> {
  public:
   using AlgorithmOf::AlgorithmOf;
 
+  double cost(const OpArgs& op, int n, const CostModel& m) const override {
+    const double s = static_cast<double>(opBytes(op.coll, op.count, op.dtype, n));
+    return (n - 1) * m.alpha + s * m.beta;
+  }
+
   Status run(const OpArgs& op, AlgoContext& ctx) const override {
     Primitives prims(op, ctx, name());
     const int n = ctx.nranks, r = ctx.rank;

@@ -12,6 +12,11 @@ class TreeAllReduce final : public AlgorithmOf<Collective::AllReduce> {
  public:
   using AlgorithmOf::AlgorithmOf;
 
+  double cost(const OpArgs& op, int n, const CostModel& m) const override {
+    const double s = static_cast<double>(opBytes(op.coll, op.count, op.dtype, n));
+    return 2.0 * CostModel::log2Ceil(n + 1) * m.alpha + 2.0 * s * m.beta;
+  }
+
   Status run(const OpArgs& op, AlgoContext& ctx) const override {
     Primitives prims(op, ctx, name());
     const int n = ctx.nranks, r = ctx.rank;

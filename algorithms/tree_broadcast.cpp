@@ -10,6 +10,11 @@ class TreeBroadcast final : public AlgorithmOf<Collective::Broadcast> {
  public:
   using AlgorithmOf::AlgorithmOf;
 
+  double cost(const OpArgs& op, int n, const CostModel& m) const override {
+    const double s = static_cast<double>(opBytes(op.coll, op.count, op.dtype, n));
+    return CostModel::log2Ceil(n + 1) * m.alpha + 2.0 * s * m.beta;
+  }
+
   Status run(const OpArgs& op, AlgoContext& ctx) const override {
     Primitives prims(op, ctx, name());
     const auto [send, recv] = bytesOf(op);

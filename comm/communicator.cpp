@@ -2,6 +2,7 @@
 #include "comm/communicator.hpp"
 
 #include <algorithm>
+#include <vector>
 
 #include "algorithms/registry.hpp"
 #include "comm/log.hpp"
@@ -28,8 +29,10 @@ bool wantsTransport(const std::string& list, std::string_view name) {
 
 Status Communicator::create(const UniqueIdFields& id, int nranks, int rank, const Config& config,
                             std::unique_ptr<Communicator>* out) {
-  if (Status s = validateAlgoOverride(config.algo); !s) return s;
+  std::vector<AlgoRule> rules;
+  if (Status s = parseAlgoOverride(config.algo, &rules); !s) return s;
   std::unique_ptr<Communicator> c(new Communicator());
+  c->selector_ = AlgorithmSelector(std::move(rules), CostModel{});
   c->rank_ = rank;
   c->nranks_ = nranks;
   c->config_ = config;
@@ -59,8 +62,14 @@ Status Communicator::create(const UniqueIdFields& id, int nranks, int rank, cons
                         "none"
 #endif
     );
-  ZCOLL_INFO(Init, rank, "communicator ready: rank {} of {}, transport {}, chunk {} bytes x {} slots, timeout {} ms",
-             rank, nranks, c->transport_->name(), config.chunkBytes, config.fifoSlots, config.timeoutMs);
+  if (config.calibrate)
+    if (Status s = c->calibrate(); !s) return std::move(s).withContext(fmt::format("rank {}: calibration", rank));
+  const CostModel& m = c->selector_.model();
+  ZCOLL_INFO(Init, rank,
+             "communicator ready: rank {} of {}, transport {}, chunk {} bytes x {} slots, timeout {} ms, cost model "
+             "alpha {:.2f} us, beta {:.2f} GB/s",
+             rank, nranks, c->transport_->name(), config.chunkBytes, config.fifoSlots, config.timeoutMs,
+             m.alpha * 1e6, 1e-9 / m.beta);
   *out = std::move(c);
   return Status::ok();
 }
@@ -93,7 +102,12 @@ Status Communicator::execute(const OpArgs& op) {
   }
   if (abort_.load()) return Status(StatusCode::Aborted, "communicator aborted");
   const Algorithm* algo = nullptr;
-  if (Status s = selectAlgorithm(op, nranks_, config_.algo, &algo); !s) return s;
+  if (Status s = selector_.select(op, nranks_, &algo); !s) return s;
+  return execute(op, *algo);
+}
+
+Status Communicator::execute(const OpArgs& op, const Algorithm& algoRef) {
+  const Algorithm* algo = &algoRef;
   Waiter waiter(transport_.get(), WaitPolicy{config_.spinNs, config_.yieldNs}, Deadline::afterMs(config_.timeoutMs),
                 &abort_);
   AlgoContext ctx;
@@ -204,6 +218,43 @@ Request* Communicator::acquireRequest() {
 }
 
 void Communicator::releaseRequest(Request* req) { freeRequests_.push_back(req); }
+
+Status Communicator::calibrate() {
+  if (nranks_ == 1) return Status::ok();
+  const Algorithm* ring = nullptr;
+  for (const Algorithm* a : allAlgorithms())
+    if (a->collective() == Collective::AllReduce && a->name() == "ring") ring = a;
+  constexpr size_t kBig = 256 * 1024;  // floats: 1 MiB
+  auto* buf = static_cast<float*>(scratch_.get(2 * kBig * sizeof(float)));
+  if (!ring || !buf) return internalError("calibration needs the ring all-reduce and 2 MiB of scratch");
+  // Median time of `iters` all-reduces of `count` floats, after `warmup` untimed ones.
+  auto timeOf = [&](size_t count, int warmup, int iters, double* seconds) -> Status {
+    OpArgs op{Collective::AllReduce, buf, buf + kBig, count, DataType::Float32, RedOp::Sum};
+    double t[16];
+    for (int i = -warmup; i < iters; ++i) {
+      const int64_t start = nowNs();
+      if (Status s = execute(op, *ring); !s) return s;
+      if (i >= 0) t[i] = static_cast<double>(nowNs() - start) * 1e-9;
+    }
+    std::sort(t, t + iters);
+    *seconds = t[iters / 2];
+    return Status::ok();
+  };
+  double small = 0, big = 0;
+  if (Status s = timeOf(2, 3, 9, &small); !s) return s;
+  if (Status s = timeOf(kBig, 1, 3, &big); !s) return s;
+  const int n = nranks_;
+  CostModel m;
+  m.alpha = std::max(small / (2.0 * (n - 1)), 1e-8);
+  m.beta = std::max((big - 2.0 * (n - 1) * m.alpha) / (2.0 * (n - 1) / n * kBig * sizeof(float)), 1e-12);
+  m.message = 0.1 * m.alpha;
+  // Every rank must choose alike: rank 0's figures win.
+  std::vector<CostModel> all(static_cast<size_t>(n));
+  all[rank_] = m;
+  if (Status s = bootstrap_->allGather(all.data(), sizeof(CostModel)); !s) return s;
+  selector_.setModel(all[0]);
+  return Status::ok();
+}
 
 void Communicator::abort() {
   abort_.store(true);

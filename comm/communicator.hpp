@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "algorithms/algorithm.hpp"
+#include "algorithms/registry.hpp"
 #include "comm/bootstrap.hpp"
 #include "comm/config.hpp"
 #include "transport/transport.hpp"
@@ -69,6 +70,9 @@ class Communicator {
  private:
   Communicator() = default;
   Status execute(const OpArgs& op);
+  Status execute(const OpArgs& op, const Algorithm& algo);
+  // Measures the cost model on the real transport (collective; rank 0's figures win).
+  Status calibrate();
   Request* acquireRequest();
   void releaseRequest(Request* req);
   void workerLoop();
@@ -80,6 +84,7 @@ class Communicator {
   std::unique_ptr<Bootstrap> bootstrap_;
   std::unique_ptr<Transport> transport_;
   Scratch scratch_;
+  AlgorithmSelector selector_;
   std::atomic<bool> abort_{false};
   std::atomic<int> asyncError_{0};
   std::string firstError_;  // guarded by mutex_

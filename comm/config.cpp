@@ -55,7 +55,8 @@ const std::vector<ConfigVariable>& configVariables() {
       {"ZCOLL_FIFO_SLOTS", "4", "slots per peer FIFO (2 to 64)"},
       {"ZCOLL_SPIN_NS", "2000", "a wait spins this many nanoseconds before yielding"},
       {"ZCOLL_YIELD_NS", "50000", "then yields the CPU this many nanoseconds before sleeping"},
-      {"ZCOLL_ALGO", "(automatic)", "force an algorithm by name (e.g. ring)"},
+      {"ZCOLL_ALGO", "(automatic)", "force algorithms: NAME, COLL:NAME or COLL:LO-HI:NAME, comma-separated"},
+      {"ZCOLL_CALIBRATE", "1", "0: skip the cost-model probe at init and use built-in figures"},
       {"ZCOLL_TRANSPORTS", "(automatic)", "transports to use, comma-separated (shm)"},
       {"ZCOLL_SOCKET_IFNAME", "(loopback)", "network interface of the bootstrap sockets"},
       {"ZCOLL_BOOTSTRAP_SECRET", "(derived)", "32 hex digits: the rendezvous secret for env launch"},
@@ -123,6 +124,9 @@ Status buildConfig(const zcollConfig_t* api, Config* out) {
   if (Status s = envPositive("ZCOLL_SPIN_NS", 0, int64_t{1} << 40, false, &c.spinNs); !s) return s;
   if (Status s = envPositive("ZCOLL_YIELD_NS", 0, int64_t{1} << 40, false, &c.yieldNs); !s) return s;
   envString("ZCOLL_ALGO", &c.algo);
+  int64_t calibrate = c.calibrate ? 1 : 0;
+  if (Status s = envPositive("ZCOLL_CALIBRATE", 0, 1, false, &calibrate); !s) return s;
+  c.calibrate = calibrate != 0;
   envString("ZCOLL_TRANSPORTS", &c.transports);
   envString("ZCOLL_SOCKET_IFNAME", &c.socketIfname);
   envString("ZCOLL_BOOTSTRAP_SECRET", &c.bootstrapSecret);

@@ -29,6 +29,7 @@ struct Config {
   std::string transports;            // ZCOLL_TRANSPORTS: "" = automatic
   std::string socketIfname;          // ZCOLL_SOCKET_IFNAME: interface for bootstrap sockets
   std::string bootstrapSecret;       // ZCOLL_BOOTSTRAP_SECRET (32 hex digits), for env launch
+  bool calibrate = true;             // ZCOLL_CALIBRATE: measure the cost model at init
 };
 
 // Process-wide logging settings (the logger is shared by all communicators of a process).

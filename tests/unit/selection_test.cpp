@@ -1,0 +1,69 @@
+// selection_test.cpp - ZCOLL_ALGO parsing and the cost-model choice.
+#include <gtest/gtest.h>
+
+#include "algorithms/registry.hpp"
+
+namespace zcoll {
+namespace {
+
+OpArgs allReduce(size_t count) { return OpArgs{Collective::AllReduce, nullptr, nullptr, count, DataType::Float32}; }
+
+std::string chosen(const AlgorithmSelector& s, const OpArgs& op, int nranks) {
+  const Algorithm* a = nullptr;
+  EXPECT_TRUE(s.select(op, nranks, &a).isOk());
+  return a ? std::string(a->name()) : "";
+}
+
+TEST(AlgoOverride, Parses) {
+  std::vector<AlgoRule> rules;
+  ASSERT_TRUE(parseAlgoOverride("", &rules).isOk());
+  EXPECT_TRUE(rules.empty());
+  ASSERT_TRUE(parseAlgoOverride("allreduce:0-64K:direct,allreduce:64K-:ring,broadcast:tree", &rules).isOk());
+  ASSERT_EQ(rules.size(), 3u);
+  EXPECT_EQ(rules[0].hi, 64u * 1024);
+  EXPECT_EQ(rules[1].lo, 64u * 1024);
+  EXPECT_FALSE(rules[2].anyCollective);
+  EXPECT_EQ(rules[2].coll, Collective::Broadcast);
+  for (const char* bad : {"nosuch", "allreduce:nosuch", "nocoll:ring", "allreduce:64K-1K:ring", "allreduce:x-:ring"}) {
+    Status s = parseAlgoOverride(bad, &rules);
+    EXPECT_EQ(s.code(), StatusCode::InvalidArgument) << bad;
+    EXPECT_NE(s.message().find("ZCOLL_ALGO"), std::string::npos) << s.message();
+  }
+}
+
+TEST(AlgoOverride, RangesAndFallThrough) {
+  std::vector<AlgoRule> rules;
+  ASSERT_TRUE(parseAlgoOverride("allreduce:0-64K:direct,allreduce:64K-:ring,reducescatter:rhd", &rules).isOk());
+  AlgorithmSelector s(rules, CostModel{});
+  EXPECT_EQ(chosen(s, allReduce(16), 4), "direct");
+  EXPECT_EQ(chosen(s, allReduce(16 * 1024), 4), "ring");  // 64 KiB: the second rule
+  OpArgs rs{Collective::ReduceScatter, nullptr, nullptr, 100, DataType::Float32};
+  EXPECT_EQ(chosen(s, rs, 4), "rhd");
+  EXPECT_NE(chosen(s, rs, 3), "rhd");  // rhd needs a power of two: falls through to the model
+}
+
+TEST(CostModel, LatencyThenBandwidth) {
+  CostModel m;
+  m.alpha = 5e-6;
+  m.beta = 1.0 / 5e9;
+  m.message = 0.5e-6;
+  AlgorithmSelector s({}, m);
+  // Tiny messages at 8 ranks: not the 14-step ring; huge ones: not the algorithms that move 2S or more
+  // through one rank (parameter server, tree).
+  EXPECT_NE(chosen(s, allReduce(2), 8), "ring");
+  for (int n : {3, 7, 8}) {
+    const std::string large = chosen(s, allReduce(64 << 20), n);
+    EXPECT_TRUE(large != "ps" && large != "tree") << large << " at " << n;
+  }
+  // Every collective has a choice at every rank count.
+  for (const Algorithm* a : allAlgorithms()) {
+    for (int n : {1, 2, 3, 8}) {
+      OpArgs op{a->collective(), nullptr, nullptr, 1000, DataType::Float32};
+      const Algorithm* got = nullptr;
+      EXPECT_TRUE(s.select(op, n, &got).isOk()) << collectiveName(a->collective()) << " n=" << n;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace zcoll
