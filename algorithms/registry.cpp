@@ -58,8 +58,11 @@ bool parseSize(std::string_view s, size_t* out) {
 
 std::string knownNames() {
   std::string names;
-  for (const Algorithm* a : allAlgorithms())
-    if (names.find(std::string(a->name())) == std::string::npos) names += (names.empty() ? "" : ", ") + std::string(a->name());
+  for (const Algorithm* a : allAlgorithms()) {
+    if (names.find(a->name()) != std::string::npos) continue;
+    if (!names.empty()) names += ", ";
+    names += a->name();
+  }
   return names;
 }
 

@@ -264,8 +264,8 @@ void printHeader(FILE* out, const Args& a, int nranks) {
                "iters]\n",
                a.trials);
   std::fprintf(out, "# min/max(us) = fastest/slowest trial; GB/s = 1e9 B/s\n#\n");
-  std::fprintf(out, "# %10s %12s %6s %6s %12s %12s %12s %8s %6s %12s %12s\n", "size(B)", "count", "type", "redop",
-               "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong", "iters", "min(us)", "max(us)");
+  std::fprintf(out, "# %10s %12s %6s %6s %12s %12s %12s %8s %6s %12s %12s  %s\n", "size(B)", "count", "type",
+               "redop", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong", "iters", "min(us)", "max(us)", "algo");
   std::fflush(out);
 }
 
@@ -293,6 +293,8 @@ void printUsage(FILE* f, const char* prog) {
                "  COLL: allreduce (default) | allgather | reducescatter | broadcast (bcast) | reduce | gather |\n"
                "        scatter | alltoall  (or -C COLL)\n"
                "  defaults: -b 8 -e 256M -f 2 -n 20 -w 5 -c 1 -I 0 -r 0 -B 1G -m 3 -R 3 -S 10 -T 0\n"
+               "  -a NAME: force an algorithm (ring, rhd, direct, ps, tree, ...); -a all: sweep each one and the\n"
+               "        automatic choice, then print them side by side with auto's ratio to the fastest\n"
                "  -p N: start N local ranks here; without -p, join a job started by zcoll-run, torchrun,\n"
                "        mpirun or srun (zcollCommInitFromEnv)\n",
                prog);
@@ -363,7 +365,7 @@ bool parseArgs(int argc, char** argv, Args* a, std::string* error) {
   return true;
 }
 
-long long run(zcollComm_t comm, const Args& a, FILE* out) {
+long long run(zcollComm_t comm, const Args& a, FILE* out, std::vector<Row>* rowsOut) {
   int rank = 0, nranks = 1;
   zcollCommUserRank(comm, &rank);
   zcollCommCount(comm, &nranks);
@@ -441,9 +443,13 @@ long long run(zcollComm_t comm, const Args& a, FILE* out) {
     if (rank == 0) {
       const double algbw = static_cast<double>(pbytes) / 1e9 / sec;
       const double busbw = algbw * busFactor(a.coll, nranks);
-      std::fprintf(out, "  %10zu %12zu %6s %6s %12.2f %12.3f %12.3f %8lld %6d %12.2f %12.2f\n", pbytes, count,
+      char algo[64] = "?";
+      const size_t perCall = perRankBlocks(a.coll) ? count / static_cast<size_t>(nranks) : count;
+      zcollCommAlgorithmFor(comm, collName(a.coll), perCall, zcollFloat, algo, sizeof algo);
+      std::fprintf(out, "  %10zu %12zu %6s %6s %12.2f %12.3f %12.3f %8lld %6d %12.2f %12.2f  %s\n", pbytes, count,
                    "float", hasRedop(a.coll) ? "sum" : "none", sec * 1e6, algbw, busbw,
-                   static_cast<long long>(wrongAll), iters, tt[0] * 1e6, tt[trials - 1] * 1e6);
+                   static_cast<long long>(wrongAll), iters, tt[0] * 1e6, tt[trials - 1] * 1e6, algo);
+      if (rowsOut) rowsOut->push_back({pbytes, sec, algo});
       std::fflush(out);
       busbwSum += busbw;
       rows++;
@@ -468,6 +474,77 @@ long long run(zcollComm_t comm, const Args& a, FILE* out) {
     std::fflush(out);
   }
   return wrongTotal;
+}
+
+std::string algoRule(const Args& args, const std::string& algo) {
+  return algo.empty() || algo == "auto" ? std::string() : std::string(collName(args.coll)) + ":" + algo;
+}
+
+long long runAll(zcollComm_t control, const Args& args, FILE* out) {
+  int rank = 0;
+  zcollCommUserRank(control, &rank);
+  char list[512] = "";
+  if (zcollGetAlgorithmNames(collName(args.coll), list, sizeof list) != zcollSuccess) {
+    std::fprintf(stderr, "zcoll-bench: %s\n", zcollGetLastError(control));
+    return -1;
+  }
+  std::vector<std::string> names;
+  for (const char* p = list; *p;) {
+    const char* comma = std::strchr(p, ',');
+    names.emplace_back(p, comma ? static_cast<size_t>(comma - p) : std::strlen(p));
+    p = comma ? comma + 1 : p + std::strlen(p);
+  }
+  names.push_back("auto");
+  std::vector<std::vector<Row>> results(names.size());
+  long long wrong = 0;
+  for (size_t k = 0; k < names.size(); ++k) {
+    zcollUniqueId id;
+    if (rank == 0 && zcollGetUniqueId(&id) != zcollSuccess) return -1;
+    if (zcollBroadcast(&id, &id, sizeof id, zcollUint8, 0, control, nullptr) != zcollSuccess) return -1;
+    int nranks = 0;
+    zcollCommCount(control, &nranks);
+    const std::string rule = algoRule(args, names[k]);
+    zcollConfig_t config = ZCOLL_CONFIG_INITIALIZER;
+    config.algo = rule.empty() ? nullptr : rule.c_str();
+    zcollComm_t comm = nullptr;
+    if (zcollCommInitRankConfig(&comm, nranks, id, rank, &config) != zcollSuccess) {
+      std::fprintf(stderr, "zcoll-bench: %s\n", zcollGetLastError(nullptr));
+      return -1;
+    }
+    Args one = args;
+    one.algo = names[k];
+    long long w = run(comm, one, out, &results[k]);
+    zcollCommDestroy(comm);
+    if (w < 0) return w;
+    wrong += w;
+  }
+  if (rank != 0) return wrong;
+  // The summary: time per algorithm ("-" where it could not run and another ran instead).
+  std::fprintf(out, "#\n# -a all: time(us) per algorithm; auto = the automatic choice; ratio = auto / fastest forced\n");
+  std::fprintf(out, "# %10s", "size(B)");
+  for (const std::string& n : names) std::fprintf(out, " %10s", n.c_str());
+  std::fprintf(out, " %10s %8s\n", "choice", "ratio");
+  const std::vector<Row>& autoRows = results.back();
+  double worst = 0;
+  for (size_t i = 0; i < autoRows.size(); ++i) {
+    std::fprintf(out, "  %10zu", autoRows[i].bytes);
+    double best = 0;
+    for (size_t k = 0; k < names.size(); ++k) {
+      const bool ran = i < results[k].size() && (k + 1 == names.size() || results[k][i].algo == names[k]);
+      if (!ran) {
+        std::fprintf(out, " %10s", "-");
+        continue;
+      }
+      std::fprintf(out, " %10.2f", results[k][i].seconds * 1e6);
+      if (k + 1 < names.size() && (best == 0 || results[k][i].seconds < best)) best = results[k][i].seconds;
+    }
+    const double ratio = best > 0 ? autoRows[i].seconds / best : 0;
+    worst = std::max(worst, ratio);
+    std::fprintf(out, " %10s %8.3f\n", autoRows[i].algo.c_str(), ratio);
+  }
+  std::fprintf(out, "# worst auto / fastest forced: %.3f\n", worst);
+  std::fflush(out);
+  return wrong;
 }
 
 }  // namespace zcoll::bench

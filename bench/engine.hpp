@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "zcoll/zcoll.h"
 
@@ -30,7 +31,14 @@ struct Args {
   double sizeSec = 10.0;
   double totalSec = 0.0;
   int nranks = 0;    // -p: spawn this many local ranks; 0 = join a launcher's job
-  std::string algo;  // -a: forced algorithm (sets ZCOLL_ALGO semantics through the config)
+  std::string algo;  // -a: forced algorithm for this collective; "all" sweeps every one and auto
+};
+
+// One row of a sweep as rank 0 saw it.
+struct Row {
+  size_t bytes = 0;
+  double seconds = 0;
+  std::string algo;  // the algorithm that ran
 };
 
 inline constexpr int kMaxTrials = 15;
@@ -43,6 +51,15 @@ const char* collName(Coll c);
 
 // Runs the sweep on this rank of comm; rank 0 prints to out. Returns the total of wrong elements
 // over all ranks and sizes (0 = all correct), or -1 if a zcoll call failed (message on stderr).
-long long run(zcollComm_t comm, const Args& args, FILE* out);
+// rows (may be null) receives rank 0's rows.
+long long run(zcollComm_t comm, const Args& args, FILE* out, std::vector<Row>* rows = nullptr);
+
+// -a all: one sweep per algorithm of the collective and one automatic, each on a communicator of its
+// own (made with `control`), then a table of all of them with the automatic choice and its ratio to
+// the fastest forced algorithm. Returns as run() does.
+long long runAll(zcollComm_t control, const Args& args, FILE* out);
+
+// The ZCOLL_ALGO rule that forces `algo` for args.coll ("" for automatic).
+std::string algoRule(const Args& args, const std::string& algo);
 
 }  // namespace zcoll::bench

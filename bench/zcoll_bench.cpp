@@ -14,7 +14,7 @@
 namespace {
 
 int runRank(zcollComm_t comm, const zcoll::bench::Args& args) {
-  long long wrong = zcoll::bench::run(comm, args, stdout);
+  long long wrong = args.algo == "all" ? zcoll::bench::runAll(comm, args, stdout) : zcoll::bench::run(comm, args, stdout);
   std::fflush(stdout);
   zcollCommDestroy(comm);
   return wrong < 0 ? 3 : (wrong > 0 ? 1 : 0);
@@ -102,7 +102,8 @@ int main(int argc, char** argv) {
     return error.empty() ? 0 : 2;
   }
   zcollConfig_t config = ZCOLL_CONFIG_INITIALIZER;
-  if (!args.algo.empty()) config.algo = args.algo.c_str();
+  const std::string rule = args.algo == "all" ? std::string() : zcoll::bench::algoRule(args, args.algo);
+  if (!rule.empty()) config.algo = rule.c_str();
   if (args.nranks > 0) return spawnLocal(args, config);
   zcollComm_t comm = nullptr;
   if (zcollCommInitFromEnv(&comm, &config) != zcollSuccess) {

@@ -6,6 +6,7 @@
 #include <shared_mutex>
 #include <unordered_set>
 
+#include "algorithms/registry.hpp"
 #include "comm/boundary.hpp"
 #include "comm/handles.hpp"
 #include "comm/log.hpp"
@@ -169,6 +170,45 @@ zcollResult_t zcollCommAbort(zcollComm_t comm) {
       return invalidUsage("comm: not a live communicator (destroyed, aborted or never created)");
     comm->impl->abort();
     retire(comm);
+    return Status::ok();
+  });
+}
+
+zcollResult_t zcollGetAlgorithmNames(const char* collective, char* names, size_t len) {
+  return apiCall("zcollGetAlgorithmNames", [&] {
+    Collective c;
+    if (!collective || !parseCollective(collective, &c))
+      return invalidArgument("collective: '{}' is not a collective name", collective ? collective : "(null)");
+    if (!names || len == 0) return invalidArgument("names: NULL or empty buffer");
+    std::string list;
+    for (const Algorithm* a : allAlgorithms()) {
+      if (a->collective() != c) continue;
+      if (!list.empty()) list += ',';
+      list += a->name();
+    }
+    if (list.size() + 1 > len) return invalidArgument("len = {}: {} bytes are needed", len, list.size() + 1);
+    std::memcpy(names, list.c_str(), list.size() + 1);
+    return Status::ok();
+  });
+}
+
+zcollResult_t zcollCommAlgorithmFor(zcollComm_t comm, const char* collective, size_t count, zcollDataType_t datatype,
+                                    char* name, size_t len) {
+  return apiCall("zcollCommAlgorithmFor", [&] {
+    CommRef c;
+    if (Status s = c.acquire(comm); !s) return s;
+    Collective coll;
+    if (!collective || !parseCollective(collective, &coll))
+      return invalidArgument("collective: '{}' is not a collective name", collective ? collective : "(null)");
+    if (static_cast<int>(datatype) < 0 || static_cast<int>(datatype) >= zcollNumTypes)
+      return invalidArgument("datatype = {}: not a zcollDataType_t", static_cast<int>(datatype));
+    if (!name || len == 0) return invalidArgument("name: NULL or empty buffer");
+    OpArgs op{coll, nullptr, nullptr, count, static_cast<DataType>(datatype)};
+    const Algorithm* algo = nullptr;
+    if (Status s = c->algorithmFor(op, &algo); !s) return s;
+    if (algo->name().size() + 1 > len) return invalidArgument("len = {}: too small for '{}'", len, algo->name());
+    std::memcpy(name, algo->name().data(), algo->name().size());
+    name[algo->name().size()] = 0;
     return Status::ok();
   });
 }

@@ -56,6 +56,9 @@ class Communicator {
   Status wait(Request* req);
   bool test(Request* req, Status* result);
 
+  // The algorithm execute() would choose for op.
+  Status algorithmFor(const OpArgs& op, const Algorithm** out) const { return selector_.select(op, nranks_, out); }
+
   // Raises the abort flag and wakes every wait; safe from any thread.
   void abort();
   bool aborted() const { return abort_.load(); }

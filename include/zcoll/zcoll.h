@@ -253,6 +253,20 @@ zcollResult_t zcollGroupStart(void);
 zcollResult_t zcollGroupEnd(void);
 
 /* ---------------------------------------------------------------------------------------------
+ * Introspection (for benchmarks and logs; not needed to use the library)
+ * ------------------------------------------------------------------------------------------- */
+
+/** Writes the names of the algorithms zcoll has for `collective` ("allreduce", "allgather",
+ *  "reducescatter", "broadcast", "reduce", "gather", "scatter", "alltoall", "barrier"), comma-separated
+ *  and NUL-terminated, into names (len bytes). Thread-safe. */
+zcollResult_t zcollGetAlgorithmNames(const char* collective, char* names, size_t len);
+
+/** Writes the name of the algorithm this communicator would use now for `collective` on `count`
+ *  elements of `datatype` (after ZCOLL_ALGO and the measured cost model) into name (len bytes). */
+zcollResult_t zcollCommAlgorithmFor(zcollComm_t comm, const char* collective, size_t count, zcollDataType_t datatype,
+                                    char* name, size_t len);
+
+/* ---------------------------------------------------------------------------------------------
  * Nonblocking forms (host buffers). Each queues the operation on the communicator's progress
  * thread, in call order with the blocking forms, and writes a request to *request. Not allowed
  * inside a group.
