@@ -166,6 +166,21 @@ TEST(BadInputInit, InitArguments) {
   EXPECT_EQ(zcollCommDestroy(comm), zcollSuccess);
 }
 
+TEST_F(BadInput, Introspection) {
+  char buf[256];
+  ASSERT_EQ(zcollGetAlgorithmNames("allreduce", buf, sizeof buf), zcollSuccess);
+  EXPECT_NE(std::string(buf).find("ring"), std::string::npos) << buf;
+  EXPECT_NE(std::string(buf).find("rhd"), std::string::npos) << buf;
+  expectRejected(zcollGetAlgorithmNames("allsorts", buf, sizeof buf), zcollInvalidArgument, "collective", "names");
+  expectRejected(zcollGetAlgorithmNames("allreduce", buf, 2), zcollInvalidArgument, "len", "short buffer");
+  ASSERT_EQ(zcollCommAlgorithmFor(comm_, "broadcast", 100, zcollFloat, buf, sizeof buf), zcollSuccess);
+  EXPECT_GT(std::strlen(buf), 0u);
+  expectRejected(zcollCommAlgorithmFor(comm_, "allreduce", 100, kBadType, buf, sizeof buf), zcollInvalidArgument,
+                 "datatype", "algorithmFor type");
+  expectRejected(zcollCommAlgorithmFor(comm_, nullptr, 100, zcollFloat, buf, sizeof buf), zcollInvalidArgument,
+                 "collective", "algorithmFor null");
+}
+
 TEST(BadInputInit, DestroyedCommunicator) {
   zcollUniqueId id;
   ASSERT_EQ(zcollGetUniqueId(&id), zcollSuccess);
