@@ -9,18 +9,50 @@
 #pragma once
 
 #include <cmath>
+#include <algorithm>
 #include <cstddef>
+#include <string_view>
 
 #include "comm/types.hpp"
 
 namespace zcoll {
 
+// Sizes at which each all-reduce algorithm is timed by the calibration.
+inline constexpr size_t kCalibrationBytes[] = {8, 32 * 1024, 512 * 1024, 4 * 1024 * 1024};
+inline constexpr int kCalibrationPoints = 4;
+
+// One algorithm's measured all-reduce times at kCalibrationBytes.
+struct MeasuredCurve {
+  char algo[16] = {};
+  float seconds[kCalibrationPoints] = {};
+};
+
+// Trivially copyable: rank 0's copy is sent to every rank, and cached in a file.
 struct CostModel {
   double alpha = 2e-6;          // seconds per dependent step (one hop)
   double beta = 1.0 / 4e9;      // seconds per byte through one rank in a step
   double message = 0.25e-6;     // seconds per extra message issued in the same step (fan-out)
+  int curves = 0;               // measured all-reduce algorithms (the main job is priced by measurement)
+  MeasuredCurve allReduce[8];
 
   static double log2Ceil(int n) { return n <= 1 ? 0.0 : std::ceil(std::log2(static_cast<double>(n))); }
+
+  // Measured seconds of an all-reduce by `algo` on `bytes` (piecewise linear between the measured
+  // sizes, the last slope beyond them), or -1 if that algorithm was not measured.
+  double measured(std::string_view algo, size_t bytes) const {
+    for (int i = 0; i < curves; ++i) {
+      const MeasuredCurve& c = allReduce[i];
+      if (algo != c.algo) continue;
+      const double x = static_cast<double>(bytes);
+      if (x <= kCalibrationBytes[0]) return c.seconds[0];
+      int k = 1;
+      while (k < kCalibrationPoints - 1 && x > static_cast<double>(kCalibrationBytes[k])) ++k;
+      const double x0 = static_cast<double>(kCalibrationBytes[k - 1]), x1 = static_cast<double>(kCalibrationBytes[k]);
+      const double y0 = c.seconds[k - 1], y1 = c.seconds[k];
+      return std::max(0.0, y0 + (y1 - y0) * (x - x0) / (x1 - x0));
+    }
+    return -1.0;
+  }
 };
 
 // The op's size as zcoll-bench and nccl-tests print it: the per-rank buffer for all-reduce,

@@ -122,7 +122,8 @@ Status AlgorithmSelector::select(const OpArgs& op, int nranks, const Algorithm**
       reasons += fmt::format(" {}: {};", a->name(), s.message());
       continue;
     }
-    const double c = a->cost(op, nranks, model_);
+    const double m = op.coll == Collective::AllReduce ? model_.measured(a->name(), bytes) : -1.0;
+    const double c = m >= 0 ? m : a->cost(op, nranks, model_);
     if (!best || c < bestCost) {
       best = a;
       bestCost = c;

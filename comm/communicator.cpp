@@ -1,7 +1,12 @@
 // communicator.cpp - creation, execution engine and teardown (see communicator.hpp).
 #include "comm/communicator.hpp"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
 #include <vector>
 
 #include "algorithms/registry.hpp"
@@ -219,40 +224,111 @@ Request* Communicator::acquireRequest() {
 
 void Communicator::releaseRequest(Request* req) { freeRequests_.push_back(req); }
 
+namespace {
+
+// The calibration cache: one file per (version, host, rank count, chunking) key.
+struct CachedModel {
+  uint64_t magic;
+  uint64_t key;
+  CostModel model;
+};
+constexpr uint64_t kCacheMagic = 0x7a636f6c6c434d31ull;  // "zcollCM1"
+
+bool readCache(const std::string& path, uint64_t key, CostModel* out) {
+  if (path.empty()) return false;
+  CachedModel c{};
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return false;
+  const bool ok = std::fread(&c, sizeof c, 1, f) == 1 && c.magic == kCacheMagic && c.key == key;
+  std::fclose(f);
+  if (ok) *out = c.model;
+  return ok;
+}
+
+void writeCache(const std::string& path, uint64_t key, const CostModel& m) {
+  if (path.empty()) return;
+  const size_t slash = path.rfind('/');
+  if (slash != std::string::npos) {
+    std::string dir = path.substr(0, slash);
+    for (size_t i = 1; i <= dir.size(); ++i)
+      if (i == dir.size() || dir[i] == '/') ::mkdir(dir.substr(0, i).c_str(), 0755);
+  }
+  const std::string tmp = fmt::format("{}.{}.tmp", path, getpid());
+  CachedModel c{kCacheMagic, key, m};
+  FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) return;
+  const bool ok = std::fwrite(&c, sizeof c, 1, f) == 1;
+  if (std::fclose(f) == 0 && ok) std::rename(tmp.c_str(), path.c_str());  // atomic for concurrent jobs
+  else std::remove(tmp.c_str());
+}
+
+}  // namespace
+
 Status Communicator::calibrate() {
   if (nranks_ == 1) return Status::ok();
-  const Algorithm* ring = nullptr;
-  for (const Algorithm* a : allAlgorithms())
-    if (a->collective() == Collective::AllReduce && a->name() == "ring") ring = a;
-  constexpr size_t kBig = 256 * 1024;  // floats: 1 MiB
-  auto* buf = static_cast<float*>(scratch_.get(2 * kBig * sizeof(float)));
-  if (!ring || !buf) return internalError("calibration needs the ring all-reduce and 2 MiB of scratch");
-  // Median time of `iters` all-reduces of `count` floats, after `warmup` untimed ones.
-  auto timeOf = [&](size_t count, int warmup, int iters, double* seconds) -> Status {
-    OpArgs op{Collective::AllReduce, buf, buf + kBig, count, DataType::Float32, RedOp::Sum};
+  const int n = nranks_;
+  const uint64_t host = bootstrap_->peers()[0].hostHash;
+  const std::string keyText = fmt::format("{}:{}:{}:{}:{}:{}", ZCOLL_VERSION_CODE, host, n, config_.chunkBytes,
+                                          config_.fifoSlots, allAlgorithms().size());
+  const uint64_t key = fnv1a(keyText.data(), keyText.size());
+  const std::string path =
+      config_.calibrationDir.empty() ? std::string() : fmt::format("{}/cost-model-{:016x}.bin", config_.calibrationDir, key);
+
+  // Rank 0 decides between the cache and a fresh measurement; everyone follows it.
+  struct Shared {
+    int32_t cached;
+    CostModel model;
+  };
+  std::vector<Shared> all(static_cast<size_t>(n));
+  if (rank_ == 0) all[0].cached = readCache(path, key, &all[0].model) ? 1 : 0;
+  if (Status s = bootstrap_->allGather(all.data(), sizeof(Shared)); !s) return s;
+  if (all[0].cached) {
+    selector_.setModel(all[0].model);
+    return Status::ok();
+  }
+
+  constexpr size_t kMaxFloats = kCalibrationBytes[kCalibrationPoints - 1] / sizeof(float);
+  Scratch probe;  // its own memory: the algorithms may use scratch_
+  auto* buf = static_cast<float*>(probe.get(2 * kMaxFloats * sizeof(float)));
+  if (!buf) return systemError("calibration buffers", ENOMEM);
+  // Median time of all-reduces of `count` floats by `algo`.
+  auto timeOf = [&](const Algorithm& algo, size_t count, int warmup, int iters, double* seconds) -> Status {
+    OpArgs op{Collective::AllReduce, buf, buf + kMaxFloats, count, DataType::Float32, RedOp::Sum};
     double t[16];
     for (int i = -warmup; i < iters; ++i) {
       const int64_t start = nowNs();
-      if (Status s = execute(op, *ring); !s) return s;
+      if (Status s = execute(op, algo); !s) return s;
       if (i >= 0) t[i] = static_cast<double>(nowNs() - start) * 1e-9;
     }
     std::sort(t, t + iters);
     *seconds = t[iters / 2];
     return Status::ok();
   };
-  double small = 0, big = 0;
-  if (Status s = timeOf(2, 3, 9, &small); !s) return s;
-  if (Status s = timeOf(kBig, 1, 3, &big); !s) return s;
-  const int n = nranks_;
+  static constexpr int kWarmup[kCalibrationPoints] = {3, 2, 1, 1};
+  static constexpr int kIters[kCalibrationPoints] = {7, 5, 3, 3};
   CostModel m;
-  m.alpha = std::max(small / (2.0 * (n - 1)), 1e-8);
-  m.beta = std::max((big - 2.0 * (n - 1) * m.alpha) / (2.0 * (n - 1) / n * kBig * sizeof(float)), 1e-12);
-  m.message = 0.1 * m.alpha;
-  // Every rank must choose alike: rank 0's figures win.
-  std::vector<CostModel> all(static_cast<size_t>(n));
-  all[rank_] = m;
-  if (Status s = bootstrap_->allGather(all.data(), sizeof(CostModel)); !s) return s;
-  selector_.setModel(all[0]);
+  for (const Algorithm* a : allAlgorithms()) {
+    if (a->collective() != Collective::AllReduce || m.curves == static_cast<int>(std::size(m.allReduce))) continue;
+    MeasuredCurve& c = m.allReduce[m.curves++];
+    std::snprintf(c.algo, sizeof c.algo, "%.*s", static_cast<int>(a->name().size()), a->name().data());
+    for (int k = 0; k < kCalibrationPoints; ++k) {
+      double t = 0;
+      if (Status s = timeOf(*a, kCalibrationBytes[k] / sizeof(float), kWarmup[k], kIters[k], &t); !s) return s;
+      c.seconds[k] = static_cast<float>(t);
+    }
+    if (a->name() == "ring") {  // the analytic model of the other collectives, from the ring's figures
+      m.alpha = std::max(c.seconds[0] / (2.0 * (n - 1)), 1e-8);
+      m.beta = std::max((c.seconds[kCalibrationPoints - 1] - c.seconds[0]) /
+                            (2.0 * (n - 1) / n * static_cast<double>(kCalibrationBytes[kCalibrationPoints - 1])),
+                        1e-12);
+      m.message = 0.1 * m.alpha;
+    }
+  }
+  all.assign(static_cast<size_t>(n), Shared{});
+  all[rank_].model = m;
+  if (Status s = bootstrap_->allGather(all.data(), sizeof(Shared)); !s) return s;
+  selector_.setModel(all[0].model);
+  if (rank_ == 0) writeCache(path, key, all[0].model);
   return Status::ok();
 }
 

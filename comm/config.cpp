@@ -57,6 +57,7 @@ const std::vector<ConfigVariable>& configVariables() {
       {"ZCOLL_YIELD_NS", "50000", "then yields the CPU this many nanoseconds before sleeping"},
       {"ZCOLL_ALGO", "(automatic)", "force algorithms: NAME, COLL:NAME or COLL:LO-HI:NAME, comma-separated"},
       {"ZCOLL_CALIBRATE", "1", "0: skip the cost-model probe at init and use built-in figures"},
+      {"ZCOLL_CALIBRATION_DIR", "$XDG_CACHE_HOME/zcoll or ~/.cache/zcoll", "cache of measured cost models; 'none' = no cache"},
       {"ZCOLL_TRANSPORTS", "(automatic)", "transports to use, comma-separated (shm)"},
       {"ZCOLL_SOCKET_IFNAME", "(loopback)", "network interface of the bootstrap sockets"},
       {"ZCOLL_BOOTSTRAP_SECRET", "(derived)", "32 hex digits: the rendezvous secret for env launch"},
@@ -127,6 +128,13 @@ Status buildConfig(const zcollConfig_t* api, Config* out) {
   int64_t calibrate = c.calibrate ? 1 : 0;
   if (Status s = envPositive("ZCOLL_CALIBRATE", 0, 1, false, &calibrate); !s) return s;
   c.calibrate = calibrate != 0;
+  if (const char* dir = env("ZCOLL_CALIBRATION_DIR")) {
+    c.calibrationDir = std::string_view(dir) == "none" ? std::string() : std::string(dir);
+  } else if (const char* xdg = env("XDG_CACHE_HOME")) {
+    c.calibrationDir = std::string(xdg) + "/zcoll";
+  } else if (const char* home = env("HOME")) {
+    c.calibrationDir = std::string(home) + "/.cache/zcoll";
+  }
   envString("ZCOLL_TRANSPORTS", &c.transports);
   envString("ZCOLL_SOCKET_IFNAME", &c.socketIfname);
   envString("ZCOLL_BOOTSTRAP_SECRET", &c.bootstrapSecret);

@@ -30,6 +30,7 @@ struct Config {
   std::string socketIfname;          // ZCOLL_SOCKET_IFNAME: interface for bootstrap sockets
   std::string bootstrapSecret;       // ZCOLL_BOOTSTRAP_SECRET (32 hex digits), for env launch
   bool calibrate = true;             // ZCOLL_CALIBRATE: measure the cost model at init
+  std::string calibrationDir;        // ZCOLL_CALIBRATION_DIR: cache of measured models ("" = none)
 };
 
 // Process-wide logging settings (the logger is shared by all communicators of a process).
