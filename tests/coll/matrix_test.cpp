@@ -181,7 +181,7 @@ struct Param {
 // Every (rank count, collective, registered algorithm of that collective).
 std::vector<Param> allParams() {
   std::vector<Param> out;
-  for (int n : {1, 2, 3, 4, 5, 8})
+  for (int n : {1, 2, 3, 4, 5, 6, 7, 8})
     for (Coll c : {Coll::AllReduce, Coll::ReduceScatter, Coll::Reduce, Coll::AllGather, Coll::Broadcast, Coll::Gather,
                    Coll::Scatter, Coll::AllToAll})
       for (const Algorithm* a : allAlgorithms())
