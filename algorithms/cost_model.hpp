@@ -17,9 +17,10 @@
 
 namespace zcoll {
 
-// Sizes at which each all-reduce algorithm is timed by the calibration.
-inline constexpr size_t kCalibrationBytes[] = {8, 32 * 1024, 512 * 1024, 4 * 1024 * 1024};
-inline constexpr int kCalibrationPoints = 4;
+// Sizes at which each all-reduce algorithm is timed by the calibration. The smallest gives every rank
+// at least one element up to 128 ranks (below it, latency rules and the figure is used as is).
+inline constexpr size_t kCalibrationBytes[] = {512, 16 * 1024, 128 * 1024, 1024 * 1024, 4 * 1024 * 1024};
+inline constexpr int kCalibrationPoints = 5;
 
 // One algorithm's measured all-reduce times at kCalibrationBytes.
 struct MeasuredCurve {
@@ -37,19 +38,28 @@ struct CostModel {
 
   static double log2Ceil(int n) { return n <= 1 ? 0.0 : std::ceil(std::log2(static_cast<double>(n))); }
 
-  // Measured seconds of an all-reduce by `algo` on `bytes` (piecewise linear between the measured
-  // sizes, the last slope beyond them), or -1 if that algorithm was not measured.
+  // Measured seconds of an all-reduce by `algo` on `bytes` (piecewise linear in log-log between the
+  // measured sizes, which follows both the latency- and bandwidth-bound ends; linear in the bytes
+  // beyond them; the first figure below them), or -1 if that algorithm was not measured.
   double measured(std::string_view algo, size_t bytes) const {
     for (int i = 0; i < curves; ++i) {
       const MeasuredCurve& c = allReduce[i];
       if (algo != c.algo) continue;
       const double x = static_cast<double>(bytes);
       if (x <= kCalibrationBytes[0]) return c.seconds[0];
+      const double last = static_cast<double>(kCalibrationBytes[kCalibrationPoints - 1]);
+      if (x > last) {  // bandwidth-bound: time grows linearly with the bytes
+        const double prev = static_cast<double>(kCalibrationBytes[kCalibrationPoints - 2]);
+        const double slope = std::max(0.0, static_cast<double>(c.seconds[kCalibrationPoints - 1] -
+                                                               c.seconds[kCalibrationPoints - 2]) / (last - prev));
+        return c.seconds[kCalibrationPoints - 1] + slope * (x - last);
+      }
       int k = 1;
       while (k < kCalibrationPoints - 1 && x > static_cast<double>(kCalibrationBytes[k])) ++k;
-      const double x0 = static_cast<double>(kCalibrationBytes[k - 1]), x1 = static_cast<double>(kCalibrationBytes[k]);
-      const double y0 = c.seconds[k - 1], y1 = c.seconds[k];
-      return std::max(0.0, y0 + (y1 - y0) * (x - x0) / (x1 - x0));
+      const double x0 = std::log(static_cast<double>(kCalibrationBytes[k - 1]));
+      const double x1 = std::log(static_cast<double>(kCalibrationBytes[k]));
+      const double y0 = std::log(std::max(1e-9f, c.seconds[k - 1])), y1 = std::log(std::max(1e-9f, c.seconds[k]));
+      return std::exp(y0 + (y1 - y0) * (std::log(x) - x0) / (x1 - x0));
     }
     return -1.0;
   }

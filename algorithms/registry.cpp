@@ -1,6 +1,7 @@
 // registry.cpp - the list of algorithms (one line each) and selection (see registry.hpp).
 #include "algorithms/registry.hpp"
 
+#include <cmath>
 #include <string_view>
 
 #include "comm/config.hpp"
@@ -101,38 +102,85 @@ Status parseAlgoOverride(const std::string& text, std::vector<AlgoRule>* rules) 
   return Status::ok();
 }
 
-Status AlgorithmSelector::select(const OpArgs& op, int nranks, const Algorithm** out) const {
-  const size_t bytes = opBytes(op.coll, op.count, op.dtype, nranks);
-  for (const AlgoRule& rule : rules_) {
-    if ((!rule.anyCollective && rule.coll != op.coll) || bytes < rule.lo || bytes >= rule.hi) continue;
-    for (const Algorithm* a : allAlgorithms()) {
-      if (a->collective() == op.coll && a->name() == rule.name && a->supports(op, nranks).isOk()) {
-        *out = a;
-        return Status::ok();
-      }
+namespace {
+
+int sizeClass(size_t bytes) { return bytes == 0 ? 0 : 64 - __builtin_clzll(bytes); }
+
+// An op of `bytes` in opBytes' convention, for pricing (uint8 elements).
+OpArgs opOfBytes(Collective coll, size_t bytes, int nranks) {
+  const size_t perRank = opBytes(coll, 1, DataType::Uint8, nranks);  // 1 or nranks
+  return OpArgs{coll, nullptr, nullptr, bytes / perRank, DataType::Uint8};
+}
+
+}  // namespace
+
+AlgorithmSelector::AlgorithmSelector(std::vector<AlgoRule> rules, CostModel model, int nranks)
+    : model_(model), nranks_(nranks) {
+  for (AlgoRule& r : rules) {
+    ResolvedRule rr;
+    for (const Algorithm* a : allAlgorithms())
+      if (a->name() == r.name) rr.byCollective[static_cast<int>(a->collective())] = a;
+    rr.rule = std::move(r);
+    rules_.push_back(std::move(rr));
+  }
+  prepare();
+}
+
+void AlgorithmSelector::prepare() {
+  for (int c = 0; c < kNumCollectives; ++c) {
+    for (int k = 0; k < kSizeClasses; ++k) {
+      // The middle of the class [2^(k-1), 2^k) on a log scale.
+      const size_t bytes = k == 0 ? 0 : static_cast<size_t>(std::ldexp(1.4142135623730951, k - 1));
+      std::string unused;
+      table_[c][k] = cheapest(opOfBytes(static_cast<Collective>(c), bytes, nranks_), &unused);
     }
   }
+}
+
+const Algorithm* AlgorithmSelector::cheapest(const OpArgs& op, std::string* reasons) const {
+  const size_t bytes = opBytes(op.coll, op.count, op.dtype, nranks_);
   const Algorithm* best = nullptr;
   double bestCost = 0;
-  std::string reasons;
   for (const Algorithm* a : allAlgorithms()) {
     if (a->collective() != op.coll) continue;
-    Status s = a->supports(op, nranks);
+    Status s = a->supports(op, nranks_);
     if (!s) {
-      reasons += fmt::format(" {}: {};", a->name(), s.message());
+      *reasons += fmt::format(" {}: {};", a->name(), s.message());
       continue;
     }
     const double m = op.coll == Collective::AllReduce ? model_.measured(a->name(), bytes) : -1.0;
-    const double c = m >= 0 ? m : a->cost(op, nranks, model_);
+    const double c = m >= 0 ? m : a->cost(op, nranks_, model_);
     if (!best || c < bestCost) {
       best = a;
       bestCost = c;
     }
   }
-  if (!best)
+  return best;
+}
+
+Status AlgorithmSelector::select(const OpArgs& op, int nranks, const Algorithm** out) const {
+  const int coll = static_cast<int>(op.coll);
+  if (nranks != nranks_) return internalError("selector for {} ranks asked about {}", nranks_, nranks);
+  const size_t bytes = opBytes(op.coll, op.count, op.dtype, nranks);
+  for (const ResolvedRule& r : rules_) {
+    if ((!r.rule.anyCollective && r.rule.coll != op.coll) || bytes < r.rule.lo || bytes >= r.rule.hi) continue;
+    const Algorithm* a = r.byCollective[coll];
+    if (a && a->supports(op, nranks).isOk()) {
+      *out = a;
+      return Status::ok();
+    }
+  }
+  const Algorithm* a = table_[coll][sizeClass(bytes)];
+  if (a && a->supports(op, nranks).isOk()) {
+    *out = a;
+    return Status::ok();
+  }
+  std::string reasons;
+  a = cheapest(op, &reasons);
+  if (!a)
     return notSupported("no algorithm can run {} on {} ranks:{}", collectiveName(op.coll), nranks,
                         reasons.empty() ? " none registered" : reasons);
-  *out = best;
+  *out = a;
   return Status::ok();
 }
 

@@ -28,17 +28,34 @@ struct AlgoRule {
 };
 Status parseAlgoOverride(const std::string& text, std::vector<AlgoRule>* rules);
 
+// The choice for one communicator (fixed rank count). Rule names are resolved and the cheapest
+// algorithm per collective and power-of-two size class is tabulated when the model is set, so a call
+// costs a table lookup and one supports() check: no string work, no cost evaluation, no allocation.
 class AlgorithmSelector {
  public:
-  AlgorithmSelector() = default;
-  AlgorithmSelector(std::vector<AlgoRule> rules, CostModel model) : rules_(std::move(rules)), model_(model) {}
+  AlgorithmSelector() { prepare(); }
+  AlgorithmSelector(std::vector<AlgoRule> rules, CostModel model, int nranks);
   const CostModel& model() const { return model_; }
-  void setModel(const CostModel& m) { model_ = m; }
+  void setModel(const CostModel& m) {
+    model_ = m;
+    prepare();
+  }
   Status select(const OpArgs& op, int nranks, const Algorithm** out) const;
 
  private:
-  std::vector<AlgoRule> rules_;
+  static constexpr int kSizeClasses = 65;  // floor(log2(bytes)) + 1; class 0 is 0 bytes
+  struct ResolvedRule {
+    AlgoRule rule;
+    const Algorithm* byCollective[kNumCollectives] = {};
+  };
+  void prepare();
+  // The least-cost supported algorithm (nullptr and the reasons if none).
+  const Algorithm* cheapest(const OpArgs& op, std::string* reasons) const;
+
+  std::vector<ResolvedRule> rules_;
   CostModel model_;
+  int nranks_ = 1;
+  const Algorithm* table_[kNumCollectives][kSizeClasses] = {};
 };
 
 }  // namespace zcoll

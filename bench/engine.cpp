@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -112,7 +113,7 @@ class Buffer {
 // One rank's view of a benchmark: buffers and the collective call.
 class Runner {
  public:
-  Runner(zcollComm_t comm, const Args& a, int rank, int nranks) : comm_(comm), a_(a), rank_(rank), nranks_(nranks) {}
+  Runner(const Args& a, int rank, int nranks) : a_(a), rank_(rank), nranks_(nranks) {}
 
   bool allocate(size_t maxCount) {
     size_t maxSend = maxCount, maxRecv = maxCount;
@@ -123,7 +124,7 @@ class Runner {
     return send_ && recv_;
   }
 
-  zcollResult_t op(size_t count) {
+  zcollResult_t op(zcollComm_t comm_, size_t count) {
     float* s = send_.data();
     float* r = recv_.data();
     size_t per = count / static_cast<size_t>(nranks_);
@@ -229,7 +230,6 @@ class Runner {
   }
 
  private:
-  zcollComm_t comm_;
   const Args& a_;
   int rank_, nranks_;
   Buffer send_, recv_;
@@ -239,13 +239,13 @@ class Runner {
 bool sumOver(zcollComm_t comm, double* v) { return zcollAllReduce(v, v, 1, zcollDouble, zcollSum, comm, nullptr) == zcollSuccess; }
 bool maxOver(zcollComm_t comm, double* v) { return zcollAllReduce(v, v, 1, zcollDouble, zcollMax, comm, nullptr) == zcollSuccess; }
 
-void printHeader(FILE* out, const Args& a, int nranks) {
+void printHeader(FILE* out, const Args& a, int nranks, const std::string& algo) {
   char host[256] = "?";
   gethostname(host, sizeof host - 1);
   const char* redop = hasRedop(a.coll) ? "sum" : "none";
   std::fprintf(out, "# zcoll-bench-format v1\n");
   std::fprintf(out, "# anchor: zcoll  coll: %s  algo: %s  nranks: %d  dtype: float  redop: %s  inplace: %d\n",
-               collName(a.coll), a.algo.empty() ? "auto" : a.algo.c_str(), nranks, redop,
+               collName(a.coll), algo.c_str(), nranks, redop,
                a.coll == Coll::Broadcast ? 1 : a.inplace);
   std::fprintf(out,
                "# sweep: -b %zu -e %zu -f %g -i %zu  warmup: %d  iters: %d  trials: %d  budget: %zu  miniters: %d  "
@@ -365,27 +365,43 @@ bool parseArgs(int argc, char** argv, Args* a, std::string* error) {
   return true;
 }
 
-long long run(zcollComm_t comm, const Args& a, FILE* out, std::vector<Row>* rowsOut) {
+namespace {
+
+// One size of a sweep, for one communicator.
+struct SizeResult {
+  size_t bytes = 0;
+  size_t count = 0;
+  double sec = 0, tmin = 0, tmax = 0;
+  int iters = 0;
+  long long wrong = -1;
+  std::string algo;
+};
+
+// The sweep of args over `comms` (same ranks, e.g. one per forced algorithm). Within every trial of
+// every size, each communicator runs its timed loop in turn, so all of them see the same machine.
+// Fills (*results)[k] on rank 0; returns the wrong-element total or -1.
+long long sweep(const std::vector<zcollComm_t>& comms, const Args& a, FILE* out,
+                std::vector<std::vector<SizeResult>>* results) {
+  zcollComm_t ctl = comms.front();
   int rank = 0, nranks = 1;
-  zcollCommUserRank(comm, &rank);
-  zcollCommCount(comm, &nranks);
+  zcollCommUserRank(ctl, &rank);
+  zcollCommCount(ctl, &nranks);
   if (a.root < 0 || a.root >= nranks) {
     std::fprintf(stderr, "zcoll-bench: -r %d is not a rank of %d\n", a.root, nranks);
     return -1;
   }
-  Runner runner(comm, a, rank, nranks);
+  Runner runner(a, rank, nranks);
   if (!runner.allocate(countFor(a.coll, a.maxBytes, nranks))) {
     std::fprintf(stderr, "zcoll-bench: rank %d: cannot allocate buffers for -e %zu\n", rank, a.maxBytes);
     return -1;
   }
-  if (rank == 0) printHeader(out, a, nranks);
-  auto fail = [&](zcollResult_t r) {
-    std::fprintf(stderr, "zcoll-bench: rank %d: %s (%s)\n", rank, zcollGetErrorString(r), zcollGetLastError(comm));
+  auto fail = [&](zcollComm_t c, zcollResult_t r) {
+    std::fprintf(stderr, "zcoll-bench: rank %d: %s (%s)\n", rank, zcollGetErrorString(r), zcollGetLastError(c));
     return -1LL;
   };
-
-  double busbwSum = 0;
-  int rows = 0;
+  const size_t K = comms.size();
+  results->assign(K, {});
+  const int trials = std::clamp(a.trials, 1, kMaxTrials);
   long long wrongTotal = 0;
   bool first = true;
   const double tStart = now();
@@ -403,77 +419,110 @@ long long run(zcollComm_t comm, const Args& a, FILE* out, std::vector<Row>* rows
       warmup = static_cast<int>(std::min(static_cast<size_t>(warmup), bw));
     }
     runner.prepare(count);
-    if (first) {  // connection and cache warm-up must not land in the first row
-      for (int w = 0; w < 20; ++w)
-        if (zcollResult_t r = runner.op(count); r != zcollSuccess) return fail(r);
-      first = false;
+    double tw = 0;  // slowest warm-up op of any communicator
+    for (zcollComm_t c : comms) {
+      if (first)  // connection and cache warm-up must not land in the first row
+        for (int w = 0; w < 20; ++w)
+          if (zcollResult_t r = runner.op(c, count); r != zcollSuccess) return fail(c, r);
+      double tw0 = now();
+      for (int w = 0; w < warmup; ++w)
+        if (zcollResult_t r = runner.op(c, count); r != zcollSuccess) return fail(c, r);
+      tw = std::max(tw, warmup > 0 ? (now() - tw0) / warmup : 0.0);
     }
-    double tw0 = now();
-    for (int w = 0; w < warmup; ++w)
-      if (zcollResult_t r = runner.op(count); r != zcollSuccess) return fail(r);
-    double tw = warmup > 0 ? (now() - tw0) / warmup : 0.0;
-    if (!maxOver(comm, &tw)) return fail(zcollInternalError);
+    first = false;
+    if (!maxOver(ctl, &tw)) return fail(ctl, zcollInternalError);
     if (a.sizeSec > 0 && tw > 0) {
-      double cap = a.sizeSec / (std::clamp(a.trials, 1, kMaxTrials) * tw);
+      double cap = a.sizeSec / (trials * tw * static_cast<double>(K));
       int c = cap < a.minIters ? a.minIters : (cap > iters ? iters : static_cast<int>(cap));
       iters = std::min(iters, c);
     }
-    const int trials = std::clamp(a.trials, 1, kMaxTrials);
-    double tt[kMaxTrials];
+    std::vector<std::array<double, kMaxTrials>> tt(K);
     for (int tr = 0; tr < trials; ++tr) {
-      double zero = 0;
-      if (!sumOver(comm, &zero)) return fail(zcollInternalError);  // barrier
-      double t0 = now();
-      for (int it = 0; it < iters; ++it)
-        if (zcollResult_t r = runner.op(count); r != zcollSuccess) return fail(r);
-      double s = (now() - t0) / iters;
-      if (!sumOver(comm, &s)) return fail(zcollInternalError);
-      tt[tr] = s / nranks;
+      for (size_t k = 0; k < K; ++k) {
+        double zero = 0;
+        if (!sumOver(comms[k], &zero)) return fail(comms[k], zcollInternalError);  // barrier
+        double t0 = now();
+        for (int it = 0; it < iters; ++it)
+          if (zcollResult_t r = runner.op(comms[k], count); r != zcollSuccess) return fail(comms[k], r);
+        double sec = (now() - t0) / iters;
+        if (!sumOver(comms[k], &sec)) return fail(comms[k], zcollInternalError);
+        tt[k][tr] = sec / nranks;
+      }
     }
-    std::sort(tt, tt + trials);
-    const double sec = tt[(trials - 1) / 2];
-    double wrongAll = -1;
-    if (a.check) {
-      runner.prepare(count);
-      if (zcollResult_t r = runner.op(count); r != zcollSuccess) return fail(r);
-      wrongAll = static_cast<double>(runner.wrong(count));
-      if (!sumOver(comm, &wrongAll)) return fail(zcollInternalError);
-      wrongTotal += static_cast<long long>(wrongAll);
-    }
-    if (rank == 0) {
-      const double algbw = static_cast<double>(pbytes) / 1e9 / sec;
-      const double busbw = algbw * busFactor(a.coll, nranks);
+    for (size_t k = 0; k < K; ++k) {
+      SizeResult res;
+      res.bytes = pbytes;
+      res.count = count;
+      res.iters = iters;
+      std::sort(tt[k].begin(), tt[k].begin() + trials);
+      res.sec = tt[k][(trials - 1) / 2];
+      res.tmin = tt[k][0];
+      res.tmax = tt[k][trials - 1];
+      if (a.check) {
+        runner.prepare(count);
+        if (zcollResult_t r = runner.op(comms[k], count); r != zcollSuccess) return fail(comms[k], r);
+        double wrongAll = static_cast<double>(runner.wrong(count));
+        if (!sumOver(comms[k], &wrongAll)) return fail(comms[k], zcollInternalError);
+        res.wrong = static_cast<long long>(wrongAll);
+        wrongTotal += res.wrong;
+      }
       char algo[64] = "?";
       const size_t perCall = perRankBlocks(a.coll) ? count / static_cast<size_t>(nranks) : count;
-      zcollCommAlgorithmFor(comm, collName(a.coll), perCall, zcollFloat, algo, sizeof algo);
-      std::fprintf(out, "  %10zu %12zu %6s %6s %12.2f %12.3f %12.3f %8lld %6d %12.2f %12.2f  %s\n", pbytes, count,
-                   "float", hasRedop(a.coll) ? "sum" : "none", sec * 1e6, algbw, busbw,
-                   static_cast<long long>(wrongAll), iters, tt[0] * 1e6, tt[trials - 1] * 1e6, algo);
-      if (rowsOut) rowsOut->push_back({pbytes, sec, algo});
-      std::fflush(out);
-      busbwSum += busbw;
-      rows++;
+      zcollCommAlgorithmFor(comms[k], collName(a.coll), perCall, zcollFloat, algo, sizeof algo);
+      res.algo = algo;
+      if (rank == 0) (*results)[k].push_back(res);
     }
     if (a.totalSec > 0) {
       double el = now() - tStart;
-      if (!maxOver(comm, &el)) return fail(zcollInternalError);
+      if (!maxOver(ctl, &el)) return fail(ctl, zcollInternalError);
       if (el > a.totalSec) {
         if (rank == 0) std::fprintf(out, "# stopped early: -T %g s exceeded after size %zu\n", a.totalSec, pbytes);
         break;
       }
     }
   }
-  if (rank == 0) {
-    double la[3] = {0, 0, 0};
-    if (getloadavg(la, 3) < 0) la[0] = -1;
-    std::fprintf(out, "# loadavg at end: %.2f %.2f %.2f\n", la[0], la[1], la[2]);
-    std::fprintf(out, "# Out of bounds values : %lld %s\n", a.check ? wrongTotal : 0LL,
-                 !a.check ? "(not checked)" : (wrongTotal ? "FAILED" : "OK"));
-    std::fprintf(out, "# Avg bus bandwidth    : %.4f\n", rows ? busbwSum / rows : 0.0);
-    std::fprintf(out, "# wrong total: %lld\n", a.check ? wrongTotal : -1LL);
-    std::fflush(out);
-  }
   return wrongTotal;
+}
+
+// The format-v1 table of one communicator's results.
+void printTable(FILE* out, const Args& a, int nranks, const std::string& label, const std::vector<SizeResult>& rows) {
+  printHeader(out, a, nranks, label);
+  double busbwSum = 0;
+  long long wrong = 0;
+  for (const SizeResult& r : rows) {
+    const double algbw = static_cast<double>(r.bytes) / 1e9 / r.sec;
+    const double busbw = algbw * busFactor(a.coll, nranks);
+    std::fprintf(out, "  %10zu %12zu %6s %6s %12.2f %12.3f %12.3f %8lld %6d %12.2f %12.2f  %s\n", r.bytes, r.count,
+                 "float", hasRedop(a.coll) ? "sum" : "none", r.sec * 1e6, algbw, busbw, r.wrong, r.iters,
+                 r.tmin * 1e6, r.tmax * 1e6, r.algo.c_str());
+    busbwSum += busbw;
+    wrong += std::max(0LL, r.wrong);
+  }
+  double la[3] = {0, 0, 0};
+  if (getloadavg(la, 3) < 0) la[0] = -1;
+  std::fprintf(out, "# loadavg at end: %.2f %.2f %.2f\n", la[0], la[1], la[2]);
+  std::fprintf(out, "# Out of bounds values : %lld %s\n", a.check ? wrong : 0LL,
+               !a.check ? "(not checked)" : (wrong ? "FAILED" : "OK"));
+  std::fprintf(out, "# Avg bus bandwidth    : %.4f\n", rows.empty() ? 0.0 : busbwSum / static_cast<double>(rows.size()));
+  std::fprintf(out, "# wrong total: %lld\n", a.check ? wrong : -1LL);
+  std::fflush(out);
+}
+
+}  // namespace
+
+long long run(zcollComm_t comm, const Args& a, FILE* out, std::vector<Row>* rowsOut) {
+  std::vector<std::vector<SizeResult>> results;
+  int rank = 0, nranks = 1;
+  zcollCommUserRank(comm, &rank);
+  zcollCommCount(comm, &nranks);
+  long long wrong = sweep({comm}, a, out, &results);
+  if (wrong < 0) return wrong;
+  if (rank == 0) {
+    printTable(out, a, nranks, a.algo.empty() ? "auto" : a.algo, results[0]);
+    if (rowsOut)
+      for (const SizeResult& r : results[0]) rowsOut->push_back({r.bytes, r.sec, r.algo});
+  }
+  return wrong;
 }
 
 std::string algoRule(const Args& args, const std::string& algo) {
@@ -481,8 +530,9 @@ std::string algoRule(const Args& args, const std::string& algo) {
 }
 
 long long runAll(zcollComm_t control, const Args& args, FILE* out) {
-  int rank = 0;
+  int rank = 0, nranks = 0;
   zcollCommUserRank(control, &rank);
+  zcollCommCount(control, &nranks);
   char list[512] = "";
   if (zcollGetAlgorithmNames(collName(args.coll), list, sizeof list) != zcollSuccess) {
     std::fprintf(stderr, "zcoll-bench: %s\n", zcollGetLastError(control));
@@ -494,37 +544,40 @@ long long runAll(zcollComm_t control, const Args& args, FILE* out) {
     names.emplace_back(p, comma ? static_cast<size_t>(comma - p) : std::strlen(p));
     p = comma ? comma + 1 : p + std::strlen(p);
   }
-  names.push_back("auto");
-  std::vector<std::vector<Row>> results(names.size());
-  long long wrong = 0;
-  for (size_t k = 0; k < names.size(); ++k) {
+  // One communicator per forced algorithm; the control communicator is the automatic one.
+  std::vector<zcollComm_t> comms;
+  auto destroyAll = [&] {
+    for (zcollComm_t c : comms) zcollCommDestroy(c);
+  };
+  for (const std::string& name : names) {
     zcollUniqueId id;
-    if (rank == 0 && zcollGetUniqueId(&id) != zcollSuccess) return -1;
-    if (zcollBroadcast(&id, &id, sizeof id, zcollUint8, 0, control, nullptr) != zcollSuccess) return -1;
-    int nranks = 0;
-    zcollCommCount(control, &nranks);
-    const std::string rule = algoRule(args, names[k]);
+    if (rank == 0 && zcollGetUniqueId(&id) != zcollSuccess) return destroyAll(), -1;
+    if (zcollBroadcast(&id, &id, sizeof id, zcollUint8, 0, control, nullptr) != zcollSuccess) return destroyAll(), -1;
+    const std::string rule = algoRule(args, name);
     zcollConfig_t config = ZCOLL_CONFIG_INITIALIZER;
-    config.algo = rule.empty() ? nullptr : rule.c_str();
+    config.algo = rule.c_str();
     zcollComm_t comm = nullptr;
     if (zcollCommInitRankConfig(&comm, nranks, id, rank, &config) != zcollSuccess) {
       std::fprintf(stderr, "zcoll-bench: %s\n", zcollGetLastError(nullptr));
-      return -1;
+      return destroyAll(), -1;
     }
-    Args one = args;
-    one.algo = names[k];
-    long long w = run(comm, one, out, &results[k]);
-    zcollCommDestroy(comm);
-    if (w < 0) return w;
-    wrong += w;
+    comms.push_back(comm);
   }
-  if (rank != 0) return wrong;
+  names.push_back("auto");
+  comms.push_back(control);
+  std::vector<std::vector<SizeResult>> results;
+  long long wrong = sweep(comms, args, out, &results);
+  comms.pop_back();
+  destroyAll();
+  if (wrong < 0 || rank != 0) return wrong;
+  for (size_t k = 0; k < names.size(); ++k) printTable(out, args, nranks, names[k], results[k]);
   // The summary: time per algorithm ("-" where it could not run and another ran instead).
-  std::fprintf(out, "#\n# -a all: time(us) per algorithm; auto = the automatic choice; ratio = auto / fastest forced\n");
+  std::fprintf(out, "#\n# -a all: time(us) per algorithm, measured in turn within each trial; auto = the automatic\n"
+                    "# choice; ratio = auto / fastest forced\n");
   std::fprintf(out, "# %10s", "size(B)");
   for (const std::string& n : names) std::fprintf(out, " %10s", n.c_str());
   std::fprintf(out, " %10s %8s\n", "choice", "ratio");
-  const std::vector<Row>& autoRows = results.back();
+  const std::vector<SizeResult>& autoRows = results.back();
   double worst = 0;
   for (size_t i = 0; i < autoRows.size(); ++i) {
     std::fprintf(out, "  %10zu", autoRows[i].bytes);
@@ -535,10 +588,10 @@ long long runAll(zcollComm_t control, const Args& args, FILE* out) {
         std::fprintf(out, " %10s", "-");
         continue;
       }
-      std::fprintf(out, " %10.2f", results[k][i].seconds * 1e6);
-      if (k + 1 < names.size() && (best == 0 || results[k][i].seconds < best)) best = results[k][i].seconds;
+      std::fprintf(out, " %10.2f", results[k][i].sec * 1e6);
+      if (k + 1 < names.size() && (best == 0 || results[k][i].sec < best)) best = results[k][i].sec;
     }
-    const double ratio = best > 0 ? autoRows[i].seconds / best : 0;
+    const double ratio = best > 0 ? autoRows[i].sec / best : 0;
     worst = std::max(worst, ratio);
     std::fprintf(out, " %10s %8.3f\n", autoRows[i].algo.c_str(), ratio);
   }

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdio>
 #include <vector>
@@ -37,7 +38,7 @@ Status Communicator::create(const UniqueIdFields& id, int nranks, int rank, cons
   std::vector<AlgoRule> rules;
   if (Status s = parseAlgoOverride(config.algo, &rules); !s) return s;
   std::unique_ptr<Communicator> c(new Communicator());
-  c->selector_ = AlgorithmSelector(std::move(rules), CostModel{});
+  c->selector_ = AlgorithmSelector(std::move(rules), CostModel{}, nranks);
   c->rank_ = rank;
   c->nranks_ = nranks;
   c->config_ = config;
@@ -291,38 +292,43 @@ Status Communicator::calibrate() {
   Scratch probe;  // its own memory: the algorithms may use scratch_
   auto* buf = static_cast<float*>(probe.get(2 * kMaxFloats * sizeof(float)));
   if (!buf) return systemError("calibration buffers", ENOMEM);
-  // Median time of all-reduces of `count` floats by `algo`.
-  auto timeOf = [&](const Algorithm& algo, size_t count, int warmup, int iters, double* seconds) -> Status {
-    OpArgs op{Collective::AllReduce, buf, buf + kMaxFloats, count, DataType::Float32, RedOp::Sum};
-    double t[16];
-    for (int i = -warmup; i < iters; ++i) {
-      const int64_t start = nowNs();
-      if (Status s = execute(op, algo); !s) return s;
-      if (i >= 0) t[i] = static_cast<double>(nowNs() - start) * 1e-9;
-    }
-    std::sort(t, t + iters);
-    *seconds = t[iters / 2];
-    return Status::ok();
-  };
-  static constexpr int kWarmup[kCalibrationPoints] = {3, 2, 1, 1};
-  static constexpr int kIters[kCalibrationPoints] = {7, 5, 3, 3};
+  std::vector<const Algorithm*> algos;
+  for (const Algorithm* a : allAlgorithms())
+    if (a->collective() == Collective::AllReduce && algos.size() < std::size(CostModel{}.allReduce)) algos.push_back(a);
+  // At each size, every algorithm runs one op in turn per trial (so all see the same machine), and
+  // the median of its trials is kept.
+  static constexpr int kWarmup[kCalibrationPoints] = {3, 2, 1, 1, 1};
+  static constexpr int kTrials[kCalibrationPoints] = {9, 7, 5, 3, 3};
   CostModel m;
-  for (const Algorithm* a : allAlgorithms()) {
-    if (a->collective() != Collective::AllReduce || m.curves == static_cast<int>(std::size(m.allReduce))) continue;
-    MeasuredCurve& c = m.allReduce[m.curves++];
-    std::snprintf(c.algo, sizeof c.algo, "%.*s", static_cast<int>(a->name().size()), a->name().data());
-    for (int k = 0; k < kCalibrationPoints; ++k) {
-      double t = 0;
-      if (Status s = timeOf(*a, kCalibrationBytes[k] / sizeof(float), kWarmup[k], kIters[k], &t); !s) return s;
-      c.seconds[k] = static_cast<float>(t);
+  m.curves = static_cast<int>(algos.size());
+  for (size_t i = 0; i < algos.size(); ++i)
+    std::snprintf(m.allReduce[i].algo, sizeof m.allReduce[i].algo, "%.*s", static_cast<int>(algos[i]->name().size()),
+                  algos[i]->name().data());
+  for (int k = 0; k < kCalibrationPoints; ++k) {
+    OpArgs op{Collective::AllReduce, buf, buf + kMaxFloats, kCalibrationBytes[k] / sizeof(float), DataType::Float32,
+              RedOp::Sum};
+    std::vector<std::array<double, 16>> t(algos.size());
+    for (int trial = -kWarmup[k]; trial < kTrials[k]; ++trial) {
+      for (size_t i = 0; i < algos.size(); ++i) {
+        const int64_t start = nowNs();
+        if (Status s = execute(op, *algos[i]); !s) return s;
+        if (trial >= 0) t[i][trial] = static_cast<double>(nowNs() - start) * 1e-9;
+      }
     }
-    if (a->name() == "ring") {  // the analytic model of the other collectives, from the ring's figures
-      m.alpha = std::max(c.seconds[0] / (2.0 * (n - 1)), 1e-8);
-      m.beta = std::max((c.seconds[kCalibrationPoints - 1] - c.seconds[0]) /
-                            (2.0 * (n - 1) / n * static_cast<double>(kCalibrationBytes[kCalibrationPoints - 1])),
-                        1e-12);
-      m.message = 0.1 * m.alpha;
+    for (size_t i = 0; i < algos.size(); ++i) {
+      std::sort(t[i].begin(), t[i].begin() + kTrials[k]);
+      m.allReduce[i].seconds[k] = static_cast<float>(t[i][kTrials[k] / 2]);
     }
+  }
+  // The analytic model of the other collectives, from the ring's figures.
+  for (int i = 0; i < m.curves; ++i) {
+    if (std::string_view(m.allReduce[i].algo) != "ring") continue;
+    const MeasuredCurve& c = m.allReduce[i];
+    m.alpha = std::max(c.seconds[0] / (2.0 * (n - 1)), 1e-8);
+    m.beta = std::max((c.seconds[kCalibrationPoints - 1] - c.seconds[0]) /
+                          (2.0 * (n - 1) / n * static_cast<double>(kCalibrationBytes[kCalibrationPoints - 1])),
+                      1e-12);
+    m.message = 0.1 * m.alpha;
   }
   all.assign(static_cast<size_t>(n), Shared{});
   all[rank_].model = m;

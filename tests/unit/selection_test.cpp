@@ -8,7 +8,7 @@ namespace {
 
 OpArgs allReduce(size_t count) { return OpArgs{Collective::AllReduce, nullptr, nullptr, count, DataType::Float32}; }
 
-std::string chosen(const AlgorithmSelector& s, const OpArgs& op, int nranks) {
+std::string chosen(const AlgorithmSelector& s, const OpArgs& op, int nranks) {  // NOLINT
   const Algorithm* a = nullptr;
   EXPECT_TRUE(s.select(op, nranks, &a).isOk());
   return a ? std::string(a->name()) : "";
@@ -34,12 +34,13 @@ TEST(AlgoOverride, Parses) {
 TEST(AlgoOverride, RangesAndFallThrough) {
   std::vector<AlgoRule> rules;
   ASSERT_TRUE(parseAlgoOverride("allreduce:0-64K:direct,allreduce:64K-:ring,reducescatter:rhd", &rules).isOk());
-  AlgorithmSelector s(rules, CostModel{});
+  AlgorithmSelector s(rules, CostModel{}, 4);
   EXPECT_EQ(chosen(s, allReduce(16), 4), "direct");
   EXPECT_EQ(chosen(s, allReduce(16 * 1024), 4), "ring");  // 64 KiB: the second rule
   OpArgs rs{Collective::ReduceScatter, nullptr, nullptr, 100, DataType::Float32};
   EXPECT_EQ(chosen(s, rs, 4), "rhd");
-  EXPECT_NE(chosen(s, rs, 3), "rhd");  // rhd needs a power of two: falls through to the model
+  AlgorithmSelector s3(rules, CostModel{}, 3);
+  EXPECT_NE(chosen(s3, rs, 3), "rhd");  // rhd needs a power of two: falls through to the model
 }
 
 TEST(CostModel, LatencyThenBandwidth) {
@@ -47,20 +48,22 @@ TEST(CostModel, LatencyThenBandwidth) {
   m.alpha = 5e-6;
   m.beta = 1.0 / 5e9;
   m.message = 0.5e-6;
-  AlgorithmSelector s({}, m);
   // Tiny messages at 8 ranks: not the 14-step ring; huge ones: not the algorithms that move 2S or more
   // through one rank (parameter server, tree).
-  EXPECT_NE(chosen(s, allReduce(2), 8), "ring");
+  EXPECT_NE(chosen(AlgorithmSelector({}, m, 8), allReduce(2), 8), "ring");
   for (int n : {3, 7, 8}) {
-    const std::string large = chosen(s, allReduce(64 << 20), n);
+    const std::string large = chosen(AlgorithmSelector({}, m, n), allReduce(64 << 20), n);
     EXPECT_TRUE(large != "ps" && large != "tree") << large << " at " << n;
   }
-  // Every collective has a choice at every rank count.
-  for (const Algorithm* a : allAlgorithms()) {
-    for (int n : {1, 2, 3, 8}) {
-      OpArgs op{a->collective(), nullptr, nullptr, 1000, DataType::Float32};
-      const Algorithm* got = nullptr;
-      EXPECT_TRUE(s.select(op, n, &got).isOk()) << collectiveName(a->collective()) << " n=" << n;
+  // Every collective has a choice at every rank count and size.
+  for (int n : {1, 2, 3, 8}) {
+    AlgorithmSelector s({}, m, n);
+    for (const Algorithm* a : allAlgorithms()) {
+      for (size_t count : {size_t{0}, size_t{1}, size_t{1000}, size_t{1} << 30}) {
+        OpArgs op{a->collective(), nullptr, nullptr, count, DataType::Float32};
+        const Algorithm* got = nullptr;
+        EXPECT_TRUE(s.select(op, n, &got).isOk()) << collectiveName(a->collective()) << " n=" << n;
+      }
     }
   }
 }
