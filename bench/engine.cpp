@@ -295,6 +295,7 @@ void printUsage(FILE* f, const char* prog) {
                "  defaults: -b 8 -e 256M -f 2 -n 20 -w 5 -c 1 -I 0 -r 0 -B 1G -m 3 -R 3 -S 10 -T 0\n"
                "  -a NAME: force an algorithm (ring, rhd, direct, ps, tree, ...); -a all: sweep each one and the\n"
                "        automatic choice, then print them side by side with auto's ratio to the fastest\n"
+               "  --calibrate: measure the cost model afresh (ZCOLL_CALIBRATE=2), cache it, print the choices\n"
                "  -p N: start N local ranks here; without -p, join a job started by zcoll-run, torchrun,\n"
                "        mpirun or srun (zcollCommInitFromEnv)\n",
                prog);
@@ -311,6 +312,10 @@ bool parseArgs(int argc, char** argv, Args* a, std::string* error) {
   }
   for (; i < argc; ++i) {
     const char* o = argv[i];
+    if (std::strcmp(o, "--calibrate") == 0) {
+      a->calibrate = true;
+      continue;
+    }
     if (o[0] != '-' || !o[1] || o[2]) {
       *error = std::string("unexpected argument '") + o + "'";
       return false;
@@ -523,6 +528,25 @@ long long run(zcollComm_t comm, const Args& a, FILE* out, std::vector<Row>* rows
       for (const SizeResult& r : results[0]) rowsOut->push_back({r.bytes, r.sec, r.algo});
   }
   return wrong;
+}
+
+void printChoices(zcollComm_t comm, const Args& a, FILE* out) {
+  int rank = 0, nranks = 1;
+  zcollCommUserRank(comm, &rank);
+  zcollCommCount(comm, &nranks);
+  if (rank != 0) return;
+  std::fprintf(out, "# calibrated: %s on %d ranks; the automatic choice per size\n#    size(B)  algo\n",
+               collName(a.coll), nranks);
+  for (size_t bytes = a.minBytes; bytes <= a.maxBytes;
+       bytes = a.stepBytes ? bytes + a.stepBytes
+                           : std::max(bytes + 1, static_cast<size_t>(static_cast<double>(bytes) * a.stepFactor))) {
+    const size_t count = countFor(a.coll, bytes, nranks);
+    const size_t perCall = perRankBlocks(a.coll) ? count / static_cast<size_t>(nranks) : count;
+    char algo[64] = "?";
+    zcollCommAlgorithmFor(comm, collName(a.coll), perCall, zcollFloat, algo, sizeof algo);
+    std::fprintf(out, "  %10zu  %s\n", count * sizeof(float), algo);
+  }
+  std::fflush(out);
 }
 
 std::string algoRule(const Args& args, const std::string& algo) {

@@ -32,6 +32,7 @@ struct Args {
   double totalSec = 0.0;
   int nranks = 0;    // -p: spawn this many local ranks; 0 = join a launcher's job
   std::string algo;  // -a: forced algorithm for this collective; "all" sweeps every one and auto
+  bool calibrate = false;  // --calibrate: measure the cost model afresh, cache it, print the choices
 };
 
 // One row of a sweep as rank 0 saw it.
@@ -58,6 +59,9 @@ long long run(zcollComm_t comm, const Args& args, FILE* out, std::vector<Row>* r
 // own (made with `control`), then a table of all of them with the automatic choice and its ratio to
 // the fastest forced algorithm. Returns as run() does.
 long long runAll(zcollComm_t control, const Args& args, FILE* out);
+
+// --calibrate: the automatic choice for each size of the sweep (rank 0 prints).
+void printChoices(zcollComm_t comm, const Args& args, FILE* out);
 
 // The ZCOLL_ALGO rule that forces `algo` for args.coll ("" for automatic).
 std::string algoRule(const Args& args, const std::string& algo);

@@ -14,6 +14,11 @@
 namespace {
 
 int runRank(zcollComm_t comm, const zcoll::bench::Args& args) {
+  if (args.calibrate) {
+    zcoll::bench::printChoices(comm, args, stdout);
+    zcollCommDestroy(comm);
+    return 0;
+  }
   long long wrong = args.algo == "all" ? zcoll::bench::runAll(comm, args, stdout) : zcoll::bench::run(comm, args, stdout);
   std::fflush(stdout);
   zcollCommDestroy(comm);
@@ -101,6 +106,7 @@ int main(int argc, char** argv) {
     zcoll::bench::printUsage(error.empty() ? stdout : stderr, argv[0]);
     return error.empty() ? 0 : 2;
   }
+  if (args.calibrate) setenv("ZCOLL_CALIBRATE", "2", 1);  // read by every rank's config
   zcollConfig_t config = ZCOLL_CONFIG_INITIALIZER;
   const std::string rule = args.algo == "all" ? std::string() : zcoll::bench::algoRule(args, args.algo);
   if (!rule.empty()) config.algo = rule.c_str();

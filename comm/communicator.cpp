@@ -281,7 +281,7 @@ Status Communicator::calibrate() {
     CostModel model;
   };
   std::vector<Shared> all(static_cast<size_t>(n));
-  if (rank_ == 0) all[0].cached = readCache(path, key, &all[0].model) ? 1 : 0;
+  if (rank_ == 0 && !config_.recalibrate) all[0].cached = readCache(path, key, &all[0].model) ? 1 : 0;
   if (Status s = bootstrap_->allGather(all.data(), sizeof(Shared)); !s) return s;
   if (all[0].cached) {
     selector_.setModel(all[0].model);
@@ -298,7 +298,7 @@ Status Communicator::calibrate() {
   // At each size, every algorithm runs one op in turn per trial (so all see the same machine), and
   // the median of its trials is kept.
   static constexpr int kWarmup[kCalibrationPoints] = {3, 2, 1, 1, 1};
-  static constexpr int kTrials[kCalibrationPoints] = {9, 7, 5, 3, 3};
+  static constexpr int kTrials[kCalibrationPoints] = {9, 7, 5, 5, 5};
   CostModel m;
   m.curves = static_cast<int>(algos.size());
   for (size_t i = 0; i < algos.size(); ++i)
