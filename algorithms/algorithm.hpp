@@ -37,6 +37,11 @@ struct OpArgs {
   size_t nitems = 0;
 };
 
+// opBytes of an op, as a double for cost formulas.
+inline double opSize(const OpArgs& op, int nranks) {
+  return static_cast<double>(opBytes(op.coll, op.count, op.dtype, nranks));
+}
+
 // What an algorithm may use while it runs.
 struct AlgoContext {
   int rank = 0;
@@ -79,6 +84,12 @@ class AlgorithmOf : public Algorithm {
  private:
   std::string_view name_;
 };
+
+// supports() of the algorithms that need a power-of-two rank count.
+inline Status requirePowerOfTwo(int nranks) {
+  if (nranks > 0 && (nranks & (nranks - 1)) == 0) return Status::ok();
+  return notSupported("{} ranks is not a power of two", nranks);
+}
 
 // Defines the factory that registry.cpp lists, returning the one instance of Class.
 #define ZCOLL_ALGORITHM_FACTORY(factory, Class, name) \

@@ -16,7 +16,7 @@ class DirectAllReduce final : public AlgorithmOf<Collective::AllReduce> {
   using AlgorithmOf::AlgorithmOf;
 
   double cost(const OpArgs& op, int n, const CostModel& m) const override {
-    const double s = static_cast<double>(opBytes(op.coll, op.count, op.dtype, n));
+    const double s = opSize(op, n);
     return 2.0 * m.alpha + 2.0 * (n - 2) * m.message + 2.0 * (n - 1) / n * s * m.beta;
   }
 
@@ -26,8 +26,7 @@ class DirectAllReduce final : public AlgorithmOf<Collective::AllReduce> {
     const auto [send, recv] = bytesOf(op);
     const size_t es = prims.elemSize(), chunk = prims.chunkElems();
     if (n == 1) {
-      prims.copy(recv, send, op.count);
-      prims.finalize(recv, op.count);
+      prims.reduceAlone(recv, send, op.count);
       return Status::ok();
     }
     const patterns::BlockPartition slices{op.count, n};

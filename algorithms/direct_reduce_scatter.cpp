@@ -13,7 +13,7 @@ class DirectReduceScatter final : public AlgorithmOf<Collective::ReduceScatter> 
   using AlgorithmOf::AlgorithmOf;
 
   double cost(const OpArgs& op, int n, const CostModel& m) const override {
-    const double s = static_cast<double>(opBytes(op.coll, op.count, op.dtype, n));
+    const double s = opSize(op, n);
     return m.alpha + (n - 2) * m.message + static_cast<double>(n - 1) / n * s * m.beta;
   }
 
@@ -24,8 +24,7 @@ class DirectReduceScatter final : public AlgorithmOf<Collective::ReduceScatter> 
     const size_t es = prims.elemSize(), block = op.count;
     const char* own = send + static_cast<size_t>(r) * block * es;
     if (n == 1) {
-      prims.copy(recv, own, block);
-      prims.finalize(recv, block);
+      prims.reduceAlone(recv, own, block);
       return Status::ok();
     }
     return forChunks(0, block, prims.chunkElems(), [&](size_t o, size_t c) -> Status {

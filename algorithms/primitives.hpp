@@ -50,6 +50,11 @@ class Primitives {
   void finalize(void* data, size_t n) const {
     if (finalize_ && n) finalize_(data, n, nranks_);
   }
+  // The whole reduction on one rank: dst = src, finalized.
+  void reduceAlone(void* dst, const void* src, size_t n) const {
+    copy(dst, src, n);
+    finalize(dst, n);
+  }
 
   // The Status of a wait that did not end in Ready, naming the op, the step and the peer.
   Status waitFailure(WaitResult r, int peer, std::string_view what) const;

@@ -13,7 +13,7 @@ class PsAllReduce final : public AlgorithmOf<Collective::AllReduce> {
   using AlgorithmOf::AlgorithmOf;
 
   double cost(const OpArgs& op, int n, const CostModel& m) const override {
-    const double s = static_cast<double>(opBytes(op.coll, op.count, op.dtype, n));
+    const double s = opSize(op, n);
     return 2.0 * m.alpha + 2.0 * (n - 2) * m.message + 2.0 * (n - 1) * s * m.beta;
   }
 
@@ -23,8 +23,7 @@ class PsAllReduce final : public AlgorithmOf<Collective::AllReduce> {
     const auto [send, recv] = bytesOf(op);
     const size_t es = prims.elemSize();
     if (n == 1) {
-      prims.copy(recv, send, op.count);
-      prims.finalize(recv, op.count);
+      prims.reduceAlone(recv, send, op.count);
       return Status::ok();
     }
     return forChunks(0, op.count, prims.chunkElems(), [&](size_t o, size_t c) -> Status {

@@ -11,13 +11,10 @@ class RhdAllGather final : public AlgorithmOf<Collective::AllGather> {
  public:
   using AlgorithmOf::AlgorithmOf;
 
-  Status supports(const OpArgs&, int nranks) const override {
-    if (!patterns::isPowerOfTwo(nranks)) return notSupported("{} ranks is not a power of two", nranks);
-    return Status::ok();
-  }
+  Status supports(const OpArgs&, int nranks) const override { return requirePowerOfTwo(nranks); }
 
   double cost(const OpArgs& op, int n, const CostModel& m) const override {
-    const double s = static_cast<double>(opBytes(op.coll, op.count, op.dtype, n));
+    const double s = opSize(op, n);
     return patterns::log2Floor(n) * m.alpha + static_cast<double>(n - 1) / n * s * m.beta;
   }
 

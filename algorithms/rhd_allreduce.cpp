@@ -16,7 +16,7 @@ class RhdAllReduce final : public AlgorithmOf<Collective::AllReduce> {
   using AlgorithmOf::AlgorithmOf;
 
   double cost(const OpArgs& op, int n, const CostModel& m) const override {
-    const double s = static_cast<double>(opBytes(op.coll, op.count, op.dtype, n));
+    const double s = opSize(op, n);
     const patterns::Fold f = patterns::Fold::of(n);
     const double folded = f.rem > 0 ? 1.0 : 0.0;
     return (2.0 * patterns::log2Floor(f.p) + 2.0 * folded) * m.alpha +
@@ -29,8 +29,7 @@ class RhdAllReduce final : public AlgorithmOf<Collective::AllReduce> {
     const auto [send, recv] = bytesOf(op);
     const size_t es = prims.elemSize(), chunk = prims.chunkElems(), count = op.count;
     if (n == 1) {
-      prims.copy(recv, send, count);
-      prims.finalize(recv, count);
+      prims.reduceAlone(recv, send, count);
       return Status::ok();
     }
     const patterns::Fold fold = patterns::Fold::of(n);

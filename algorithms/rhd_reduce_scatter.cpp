@@ -16,13 +16,10 @@ class RhdReduceScatter final : public AlgorithmOf<Collective::ReduceScatter> {
  public:
   using AlgorithmOf::AlgorithmOf;
 
-  Status supports(const OpArgs&, int nranks) const override {
-    if (!patterns::isPowerOfTwo(nranks)) return notSupported("{} ranks is not a power of two", nranks);
-    return Status::ok();
-  }
+  Status supports(const OpArgs&, int nranks) const override { return requirePowerOfTwo(nranks); }
 
   double cost(const OpArgs& op, int n, const CostModel& m) const override {
-    const double s = static_cast<double>(opBytes(op.coll, op.count, op.dtype, n));
+    const double s = opSize(op, n);
     return patterns::log2Floor(n) * m.alpha + static_cast<double>(n - 1) / n * s * m.beta;
   }
 
@@ -32,8 +29,7 @@ class RhdReduceScatter final : public AlgorithmOf<Collective::ReduceScatter> {
     const auto [send, recv] = bytesOf(op);
     const size_t es = prims.elemSize(), chunk = prims.chunkElems(), block = op.count;
     if (n == 1) {
-      prims.copy(recv, send, block);
-      prims.finalize(recv, block);
+      prims.reduceAlone(recv, send, block);
       return Status::ok();
     }
     if (block == 0) return Status::ok();

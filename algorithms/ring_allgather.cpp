@@ -13,7 +13,7 @@ class RingAllGather final : public AlgorithmOf<Collective::AllGather> {
   using AlgorithmOf::AlgorithmOf;
 
   double cost(const OpArgs& op, int n, const CostModel& m) const override {
-    const double s = static_cast<double>(opBytes(op.coll, op.count, op.dtype, n));
+    const double s = opSize(op, n);
     return (n - 1) * m.alpha + static_cast<double>(n - 1) / n * s * m.beta;
   }
 

@@ -20,7 +20,7 @@ class RingAllReduce final : public AlgorithmOf<Collective::AllReduce> {
   using AlgorithmOf::AlgorithmOf;
 
   double cost(const OpArgs& op, int n, const CostModel& m) const override {
-    const double s = static_cast<double>(opBytes(op.coll, op.count, op.dtype, n));
+    const double s = opSize(op, n);
     return 2.0 * (n - 1) * m.alpha + 2.0 * (n - 1) / n * s * m.beta;
   }
 
@@ -30,8 +30,7 @@ class RingAllReduce final : public AlgorithmOf<Collective::AllReduce> {
     const auto [send, recv] = bytesOf(op);
     const size_t es = prims.elemSize();
     if (n == 1) {
-      prims.copy(recv, send, op.count);
-      prims.finalize(recv, op.count);
+      prims.reduceAlone(recv, send, op.count);
       return Status::ok();
     }
     const int next = patterns::ringNext(r, n), prev = patterns::ringPrev(r, n);

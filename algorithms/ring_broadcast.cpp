@@ -12,7 +12,7 @@ class RingBroadcast final : public AlgorithmOf<Collective::Broadcast> {
   using AlgorithmOf::AlgorithmOf;
 
   double cost(const OpArgs& op, int n, const CostModel& m) const override {
-    const double s = static_cast<double>(opBytes(op.coll, op.count, op.dtype, n));
+    const double s = opSize(op, n);
     return (n - 1) * m.alpha + s * m.beta;
   }
 

@@ -15,7 +15,7 @@ class RingReduceScatter final : public AlgorithmOf<Collective::ReduceScatter> {
   using AlgorithmOf::AlgorithmOf;
 
   double cost(const OpArgs& op, int n, const CostModel& m) const override {
-    const double s = static_cast<double>(opBytes(op.coll, op.count, op.dtype, n));
+    const double s = opSize(op, n);
     return (n - 1) * m.alpha + static_cast<double>(n - 1) / n * s * m.beta;
   }
 
@@ -26,8 +26,7 @@ class RingReduceScatter final : public AlgorithmOf<Collective::ReduceScatter> {
     const size_t es = prims.elemSize();
     const size_t block = op.count;  // elements per rank
     if (n == 1) {
-      prims.copy(recv, send, block);
-      prims.finalize(recv, block);
+      prims.reduceAlone(recv, send, block);
       return Status::ok();
     }
     const int next = patterns::ringNext(r, n), prev = patterns::ringPrev(r, n);

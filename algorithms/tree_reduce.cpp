@@ -13,7 +13,7 @@ class TreeReduce final : public AlgorithmOf<Collective::Reduce> {
   using AlgorithmOf::AlgorithmOf;
 
   double cost(const OpArgs& op, int n, const CostModel& m) const override {
-    const double s = static_cast<double>(opBytes(op.coll, op.count, op.dtype, n));
+    const double s = opSize(op, n);
     return CostModel::log2Ceil(n + 1) * m.alpha + 2.0 * s * m.beta;
   }
 
