@@ -12,6 +12,7 @@
 
 #include "algorithms/algorithm.hpp"
 #include "algorithms/primitives.hpp"
+#include "algorithms/reduce/host_copy.hpp"
 
 namespace zcoll {
 namespace {
@@ -58,7 +59,7 @@ class P2PBatch final : public AlgorithmOf<Collective::SendRecv> {
             if (left != 0) continue;
           } else {
             size_t n = std::min(left, cap);
-            std::memcpy(slot.data, static_cast<const char*>(it.buf) + progress[i], n);
+            copyBytes(slot.data, static_cast<const char*>(it.buf) + progress[i], n);
             t->commitSend(it.peer, n);
             left -= n;
           }
@@ -74,7 +75,7 @@ class P2PBatch final : public AlgorithmOf<Collective::SendRecv> {
                   op.seq, it.peer, ctx.rank, chunk.bytes, left);
               return true;
             }
-            std::memcpy(static_cast<char*>(it.buf) + progress[i], chunk.data, chunk.bytes);
+            copyBytes(static_cast<char*>(it.buf) + progress[i], chunk.data, chunk.bytes);
             t->releaseRecv(it.peer);
             left -= chunk.bytes;
           }

@@ -49,10 +49,10 @@ Status Primitives::step(int recvPeer, int sendPeer, const void* local, void* dst
     if (finalize && finalize_) finalize_(target, n, nranks_);
     value = target;
   } else if (recvPeer >= 0) {
-    if (dst) std::memcpy(dst, in.data, bytes);
+    if (dst) copyBytes(dst, in.data, bytes);
     value = in.data;
   }
-  if (sendPeer >= 0 && value != out.data) std::memcpy(out.data, value, bytes);
+  if (sendPeer >= 0 && value != out.data) copyBytes(out.data, value, bytes);
 
   if (recvPeer >= 0) t->releaseRecv(recvPeer);
   if (sendPeer >= 0) t->commitSend(sendPeer, bytes);

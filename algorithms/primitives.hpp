@@ -17,6 +17,7 @@
 #include <cstring>
 
 #include "algorithms/algorithm.hpp"
+#include "algorithms/reduce/host_copy.hpp"
 #include "algorithms/reduce/host_reduce.hpp"
 
 namespace zcoll {
@@ -45,7 +46,7 @@ class Primitives {
 
   // Local work, no transport: dst = src; and the Avg division of a final result.
   void copy(void* dst, const void* src, size_t n) const {
-    if (dst != src && n) std::memcpy(dst, src, n * elemSize_);
+    if (dst != src && n) copyBytes(dst, src, n * elemSize_);
   }
   void finalize(void* data, size_t n) const {
     if (finalize_ && n) finalize_(data, n, nranks_);

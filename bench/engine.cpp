@@ -93,14 +93,17 @@ bool hasRedop(Coll c) { return c == Coll::AllReduce || c == Coll::ReduceScatter 
 
 // Page-aligned and touched before timing, like the anchors' buffers (aligned_alloc(4096) + memset),
 // so both sides start from the same memory layout.
+// -O shifts the data that many bytes past the page start (a multiple of 4), to measure what
+// glibc's mmap'd malloc (16) or a 64-byte-aligned allocator gives users.
 class Buffer {
  public:
-  void allocate(size_t elems) {
-    size_t bytes = (elems * sizeof(float) / 4096 + 1) * 4096;
+  void allocate(size_t elems, size_t offset) {
+    size_t bytes = ((elems * sizeof(float) + offset) / 4096 + 1) * 4096;
     data_.reset(static_cast<float*>(std::aligned_alloc(4096, bytes)));
     if (data_) std::memset(data_.get(), 0, bytes);
+    offset_ = offset / sizeof(float);
   }
-  float* data() const { return data_.get(); }
+  float* data() const { return data_.get() + offset_; }
   explicit operator bool() const { return data_ != nullptr; }
 
  private:
@@ -108,6 +111,7 @@ class Buffer {
     void operator()(float* p) const { std::free(p); }
   };
   std::unique_ptr<float, Free> data_;
+  size_t offset_ = 0;
 };
 
 // One rank's view of a benchmark: buffers and the collective call.
@@ -119,8 +123,8 @@ class Runner {
     size_t maxSend = maxCount, maxRecv = maxCount;
     if (a_.coll == Coll::AllGather || a_.coll == Coll::Gather) maxSend = maxCount / nranks_ + 1;
     if (a_.coll == Coll::ReduceScatter || a_.coll == Coll::Scatter) maxRecv = maxCount / nranks_ + 1;
-    send_.allocate(maxSend);
-    recv_.allocate(maxRecv);
+    send_.allocate(maxSend, a_.offset);
+    recv_.allocate(maxRecv, a_.offset);
     return send_ && recv_;
   }
 
@@ -295,6 +299,7 @@ void printUsage(FILE* f, const char* prog) {
                "  defaults: -b 8 -e 256M -f 2 -n 20 -w 5 -c 1 -I 0 -r 0 -B 1G -m 3 -R 3 -S 10 -T 0\n"
                "  -a NAME: force an algorithm (ring, rhd, direct, ps, tree, ...); -a all: sweep each one and the\n"
                "        automatic choice, then print them side by side with auto's ratio to the fastest\n"
+               "  -O BYTES: place the buffers BYTES past a page start (multiple of 4; default 0)\n"
                "  --calibrate: measure the cost model afresh (ZCOLL_CALIBRATE=2), cache it, print the choices\n"
                "  -p N: start N local ranks here; without -p, join a job started by zcoll-run, torchrun,\n"
                "        mpirun or srun (zcollCommInitFromEnv)\n",
@@ -347,6 +352,7 @@ bool parseArgs(int argc, char** argv, Args* a, std::string* error) {
       case 'T': a->totalSec = std::atof(v); break;
       case 'p': a->nranks = std::atoi(v); ok = a->nranks >= 1; break;
       case 'a': a->algo = v; break;
+      case 'O': ok = parseSize(v, &a->offset) && a->offset % sizeof(float) == 0 && a->offset < 4096; break;
       case 'C': ok = parseColl(v, &a->coll); break;
       case 'd': ok = !strcasecmp(v, "float"); break;
       case 'o': ok = !strcasecmp(v, "sum"); break;

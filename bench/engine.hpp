@@ -32,6 +32,7 @@ struct Args {
   double totalSec = 0.0;
   int nranks = 0;    // -p: spawn this many local ranks; 0 = join a launcher's job
   std::string algo;  // -a: forced algorithm for this collective; "all" sweeps every one and auto
+  size_t offset = 0;       // -O: buffer offset from a page start, in bytes
   bool calibrate = false;  // --calibrate: measure the cost model afresh, cache it, print the choices
 };
 
