@@ -62,7 +62,9 @@ TEST(HostCopy, EveryAlignmentAndSize) {
         std::fill(dst.begin(), dst.end(), 0xEE);
         copyBytes(dst.data() + d0, src.data() + so, n);
         ASSERT_EQ(std::memcmp(dst.data() + d0, src.data() + so, n), 0) << so << " " << d0 << " " << n;
-        if (d0 > 0) ASSERT_EQ(dst[d0 - 1], 0xEE);
+        if (d0 > 0) {
+          ASSERT_EQ(dst[d0 - 1], 0xEE);
+        }
         ASSERT_EQ(dst[d0 + n], 0xEE) << "wrote past the end";
       }
     }
