@@ -19,6 +19,11 @@ Status Primitives::waitFailure(WaitResult r, int peer, std::string_view what) co
   std::string where = fmt::format("{} #{} ({}, {} x {}): rank {} {} rank {}", collectiveName(op_.coll), op_.seq,
                                   algoName_, op_.count, dataTypeName(op_.dtype), ctx_.rank, what, peer);
   if (r == WaitResult::Aborted) return Status(StatusCode::Aborted, where + ": communicator aborted");
+  if (r == WaitResult::PeerDied) {
+    // Name the rank we wait for if it is among the dead, else the one that was seen.
+    const int dead = ctx_.transport->peerExited(peer) ? peer : ctx_.waiter->deadPeer();
+    return Status(StatusCode::RemoteError, fmt::format("{}: rank {}'s process has exited", where, dead));
+  }
   return Status(StatusCode::Timeout, where + ": timed out (is the peer alive and in the same collective?)");
 }
 

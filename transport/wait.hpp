@@ -3,7 +3,7 @@
 //
 // Four ranks on two cores must still progress: the spin phase is short (ZCOLL_SPIN_NS), the yield
 // phase hands the core to the rank we wait for (ZCOLL_YIELD_NS), and the sleep phase costs no CPU.
-// Sleep slices are at most 50 ms so that abort and the deadline are seen promptly.
+// Sleep slices are at most 50 ms so that abort, the deadline and a dead peer are seen promptly.
 #pragma once
 
 #include <sched.h>
@@ -24,7 +24,7 @@
 
 namespace zcoll {
 
-enum class WaitResult { Ready, Timeout, Aborted };
+enum class WaitResult { Ready, Timeout, Aborted, PeerDied };
 
 struct WaitPolicy {
   int64_t spinNs = 2'000;
@@ -37,6 +37,8 @@ class Waiter {
       : transport_(transport), policy_(policy), deadline_(deadline), abort_(abort) {}
 
   Deadline deadline() const { return deadline_; }
+  // After PeerDied: the rank whose process ended.
+  int deadPeer() const { return deadPeer_; }
 
   // Calls ready() until it returns true, the deadline passes or abort is raised.
   template <typename Ready>
@@ -71,6 +73,8 @@ class Waiter {
       now = nowNs();
       if (abort_->load(std::memory_order_relaxed)) return WaitResult::Aborted;
       if (now >= deadline_.ns()) return WaitResult::Timeout;
+      // Sleeping already: a syscall to ask whether a peer died costs nothing that matters.
+      if ((deadPeer_ = transport_->deadPeer()) >= 0) return WaitResult::PeerDied;
     }
   }
 
@@ -79,6 +83,7 @@ class Waiter {
   WaitPolicy policy_;
   Deadline deadline_;
   const std::atomic<bool>* abort_;
+  int deadPeer_ = -1;
 };
 
 }  // namespace zcoll

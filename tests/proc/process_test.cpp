@@ -1,7 +1,10 @@
 // process_test.cpp - whole programs: zcoll-run and zcoll-bench as users run them, failure
 // propagation, and what must never remain (files in /dev/shm, processes).
 #include <gtest/gtest.h>
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,6 +15,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace {
 
@@ -132,6 +136,50 @@ TEST_F(Process, AKilledRankMakesTheOthersFailOrStop) {
   Result r = runCommand("ZCOLL_TIMEOUT_S=2 " + run_ + " -n 3 " + prog_ + " kill-rank 2");
   EXPECT_EQ(r.status, 128 + SIGKILL) << r.out;
   EXPECT_LT(r.seconds, 10.0);
+}
+
+// Without a launcher to stop them, the survivors of a SIGKILLed rank fail on their own, well before
+// their timeout (60 s here): the shm transport watches the peers' processes.
+TEST_F(Process, SurvivorsOfAKilledRankFailFast) {
+  int port = 0;
+  {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    port = ntohs(a.sin_port);
+    close(fd);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<pid_t> pids;
+  for (int rank = 0; rank < 3; ++rank) {
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      setenv("RANK", std::to_string(rank).c_str(), 1);
+      setenv("WORLD_SIZE", "3", 1);
+      setenv("MASTER_ADDR", "127.0.0.1", 1);
+      setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+      setenv("ZCOLL_TIMEOUT_S", "60", 1);
+      execl(prog_.c_str(), prog_.c_str(), "kill-rank", "2", static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    pids.push_back(pid);
+  }
+  for (int rank = 0; rank < 3; ++rank) {
+    int st = 0;
+    ASSERT_EQ(waitpid(pids[rank], &st, 0), pids[rank]);
+    if (rank == 2) {
+      EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+    } else {
+      EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 4) << "rank " << rank << " status " << st;
+    }
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(s, 5.0) << "the survivors waited for their timeout instead of noticing the dead peer";
 }
 
 TEST_F(Process, InterruptIsForwarded) {

@@ -13,6 +13,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/random.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -160,6 +161,17 @@ int main(int argc, char** argv) {
   sigemptyset(&block);
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&block, sig);
 
+  // SIGCHLD as a file descriptor, polled with the output pipes.
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &chld, nullptr);
+  const int childFd = signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC);
+  if (childFd < 0) {
+    std::perror("zcoll-run: signalfd");
+    return 2;
+  }
+
   std::vector<Relay> relays;
   std::fflush(nullptr);
   for (int rank = 0; rank < n; ++rank) {
@@ -173,6 +185,7 @@ int main(int argc, char** argv) {
     pid_t pid = fork();
     if (pid == 0) {
       sigprocmask(SIG_SETMASK, &old, nullptr);
+      sigprocmask(SIG_UNBLOCK, &chld, nullptr);
       struct sigaction dfl{};
       dfl.sa_handler = SIG_DFL;
       for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &dfl, nullptr);
@@ -218,13 +231,20 @@ int main(int argc, char** argv) {
   };
   const double start = seconds();
   double killAt = -1;
+  // A child's exit wakes the loop at once (signalfd), so the first rank to fail is the one reported,
+  // not a survivor that noticed the death a moment later.
   while (alive > 0 || !relays.empty()) {
     std::vector<pollfd> fds;
     for (Relay& r : relays) fds.push_back({r.fd, POLLIN, 0});
-    if (fds.empty()) usleep(20'000);
-    else poll(fds.data(), fds.size(), 20);
-    for (size_t k = 0; k < fds.size(); ++k)
+    fds.push_back({childFd, POLLIN, 0});
+    poll(fds.data(), fds.size(), 20);
+    for (size_t k = 0; k + 1 < fds.size(); ++k)
       if (fds[k].revents) relays[k].pump();
+    if (fds.back().revents) {
+      signalfd_siginfo info[16];
+      while (read(childFd, info, sizeof info) > 0) {
+      }
+    }
     std::erase_if(relays, [](const Relay& r) { return r.fd < 0; });
 
     int status = 0;

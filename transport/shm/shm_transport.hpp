@@ -15,6 +15,7 @@
 
 #include "comm/bootstrap.hpp"
 #include "comm/config.hpp"
+#include "comm/socket.hpp"
 #include "transport/shm/shm_layout.hpp"
 #include "transport/transport.hpp"
 
@@ -40,6 +41,8 @@ class ShmTransport final : public Transport {
   void cancelSleep() override;
   void sleep(uint32_t token, int64_t maxNs) override;
   void wake() override;
+  int deadPeer() override;
+  bool peerExited(int peer) override;
 
  private:
   struct Peer {
@@ -64,6 +67,9 @@ class ShmTransport final : public Transport {
   uint8_t* mine_ = nullptr;
   SegmentHeader* myHeader_ = nullptr;
   std::vector<Peer> peers_;
+  // pidfds of peers in other processes (readable once the process has exited), and their ranks.
+  std::vector<Fd> pidfds_;
+  std::vector<int> pidfdRanks_;
 };
 
 }  // namespace zcoll::shm
