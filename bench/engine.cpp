@@ -47,7 +47,8 @@ bool parseColl(const char* s, Coll* out) {
       {"reducescatter", Coll::ReduceScatter}, {"reduce_scatter", Coll::ReduceScatter},
       {"broadcast", Coll::Broadcast},         {"bcast", Coll::Broadcast},
       {"reduce", Coll::Reduce},               {"gather", Coll::Gather},
-      {"scatter", Coll::Scatter},             {"alltoall", Coll::AllToAll}};
+      {"scatter", Coll::Scatter},             {"alltoall", Coll::AllToAll},
+      {"barrier", Coll::Barrier}};
   for (auto& n : names)
     if (!strcasecmp(s, n.name)) {
       *out = n.c;
@@ -85,6 +86,7 @@ double busFactor(Coll c, int n) {
     case Coll::AllGather: case Coll::ReduceScatter: case Coll::Gather: case Coll::Scatter: case Coll::AllToAll:
       return static_cast<double>(n - 1) / n;
     case Coll::Broadcast: case Coll::Reduce: return 1.0;
+    case Coll::Barrier: return 0.0;
   }
   return 1.0;
 }
@@ -151,6 +153,8 @@ class Runner {
                             nullptr);
       case Coll::AllToAll:
         return zcollAlltoAll(s, r, per, zcollFloat, comm_, nullptr);
+      case Coll::Barrier:
+        return zcollBarrier(comm_, nullptr);
     }
     return zcollInvalidArgument;
   }
@@ -187,6 +191,8 @@ class Runner {
       case Coll::AllToAll:
         fill(s, count, rank_);
         poison(r, count);
+        break;
+      case Coll::Barrier:
         break;
     }
   }
@@ -228,6 +234,8 @@ class Runner {
       case Coll::AllToAll:
         for (int q = 0; q < nranks_; ++q)
           for (size_t j = 0; j < per; ++j) w += r[q * per + j] != val(q, rank_ * per + j);
+        break;
+      case Coll::Barrier:
         break;
     }
     return w;
@@ -285,6 +293,7 @@ const char* collName(Coll c) {
     case Coll::Gather: return "gather";
     case Coll::Scatter: return "scatter";
     case Coll::AllToAll: return "alltoall";
+    case Coll::Barrier: return "barrier";
   }
   return "?";
 }
@@ -295,7 +304,7 @@ void printUsage(FILE* f, const char* prog) {
                "          [-c check0/1] [-I inplace0/1] [-r root] [-B budgetbytes] [-m miniters] [-R trials]\n"
                "          [-S sec_per_size] [-T total_sec] [-p nranks] [-a algo] [-d float] [-o sum]\n"
                "  COLL: allreduce (default) | allgather | reducescatter | broadcast (bcast) | reduce | gather |\n"
-               "        scatter | alltoall  (or -C COLL)\n"
+               "        scatter | alltoall | barrier (one row, size 0)  (or -C COLL)\n"
                "  defaults: -b 8 -e 256M -f 2 -n 20 -w 5 -c 1 -I 0 -r 0 -B 1G -m 3 -R 3 -S 10 -T 0\n"
                "  -a NAME: force an algorithm (ring, rhd, direct, ps, tree, ...); -a all: sweep each one and the\n"
                "        automatic choice, then print them side by side with auto's ratio to the fastest\n"
@@ -419,8 +428,9 @@ long long sweep(const std::vector<zcollComm_t>& comms, const Args& a, FILE* out,
   for (size_t bytes = a.minBytes; bytes <= a.maxBytes;
        bytes = a.stepBytes ? bytes + a.stepBytes
                            : std::max(bytes + 1, static_cast<size_t>(static_cast<double>(bytes) * a.stepFactor))) {
-    const size_t count = countFor(a.coll, bytes, nranks);
-    if (count == 0 || (perRankBlocks(a.coll) && count / nranks == 0)) continue;
+    const bool barrier = a.coll == Coll::Barrier;  // one row, of size 0
+    const size_t count = barrier ? 0 : countFor(a.coll, bytes, nranks);
+    if (!barrier && (count == 0 || (perRankBlocks(a.coll) && count / nranks == 0))) continue;
     const size_t pbytes = count * sizeof(float);
     int iters = a.iters, warmup = a.warmup;
     if (a.budget && pbytes) {
@@ -483,6 +493,7 @@ long long sweep(const std::vector<zcollComm_t>& comms, const Args& a, FILE* out,
       res.algo = algo;
       if (rank == 0) (*results)[k].push_back(res);
     }
+    if (barrier) break;
     if (a.totalSec > 0) {
       double el = now() - tStart;
       if (!maxOver(ctl, &el)) return fail(ctl, zcollInternalError);

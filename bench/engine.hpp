@@ -12,7 +12,7 @@
 
 namespace zcoll::bench {
 
-enum class Coll { AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, Gather, Scatter, AllToAll };
+enum class Coll { AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, Gather, Scatter, AllToAll, Barrier };
 
 struct Args {
   Coll coll = Coll::AllReduce;

@@ -105,7 +105,8 @@ TEST_F(Process, ZcollBenchUnderZcollRunAndSpawned) {
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("[0] # Out of bounds values : 0 OK"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(" 1048576 "), std::string::npos) << r.out;
-  for (const char* coll : {"allgather", "reducescatter", "broadcast", "reduce"}) {
+  for (const char* coll : {"allgather", "reducescatter", "broadcast", "reduce", "gather", "scatter", "alltoall",
+                           "barrier"}) {
     Result s = runCommand(bench_ + " " + coll + " -p 4 -b 64 -e 256K -f 64 -n 3 -w 1 -R 1");
     EXPECT_EQ(s.status, 0) << coll << "\n" << s.out;
     EXPECT_NE(s.out.find("# wrong total: 0"), std::string::npos) << s.out;
