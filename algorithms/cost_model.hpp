@@ -19,8 +19,9 @@ namespace zcoll {
 
 // Sizes at which each all-reduce algorithm is timed by the calibration. The smallest gives every rank
 // at least one element up to 128 ranks (below it, latency rules and the figure is used as is).
-inline constexpr size_t kCalibrationBytes[] = {512, 16 * 1024, 128 * 1024, 1024 * 1024, 4 * 1024 * 1024};
-inline constexpr int kCalibrationPoints = 5;
+inline constexpr size_t kCalibrationBytes[] = {512,        8 * 1024,    64 * 1024,
+                                               256 * 1024, 1024 * 1024, 4 * 1024 * 1024};
+inline constexpr int kCalibrationPoints = 6;
 
 // One algorithm's measured all-reduce times at kCalibrationBytes.
 struct MeasuredCurve {

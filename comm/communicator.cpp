@@ -297,8 +297,8 @@ Status Communicator::calibrate() {
     if (a->collective() == Collective::AllReduce && algos.size() < std::size(CostModel{}.allReduce)) algos.push_back(a);
   // At each size, every algorithm runs one op in turn per trial (so all see the same machine), and
   // the median of its trials is kept.
-  static constexpr int kWarmup[kCalibrationPoints] = {3, 2, 1, 1, 1};
-  static constexpr int kTrials[kCalibrationPoints] = {9, 7, 5, 5, 5};
+  static constexpr int kWarmup[kCalibrationPoints] = {3, 2, 2, 1, 1, 1};
+  static constexpr int kTrials[kCalibrationPoints] = {9, 7, 7, 5, 5, 5};
   CostModel m;
   m.curves = static_cast<int>(algos.size());
   for (size_t i = 0; i < algos.size(); ++i)
