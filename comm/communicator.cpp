@@ -1,13 +1,7 @@
 // communicator.cpp - creation, execution engine and teardown (see communicator.hpp).
 #include "comm/communicator.hpp"
 
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <array>
-#include <cerrno>
-#include <cstdio>
 #include <vector>
 
 #include "algorithms/registry.hpp"
@@ -224,119 +218,6 @@ Request* Communicator::acquireRequest() {
 }
 
 void Communicator::releaseRequest(Request* req) { freeRequests_.push_back(req); }
-
-namespace {
-
-// The calibration cache: one file per (version, host, rank count, chunking) key.
-struct CachedModel {
-  uint64_t magic;
-  uint64_t key;
-  CostModel model;
-};
-constexpr uint64_t kCacheMagic = 0x7a636f6c6c434d31ull;  // "zcollCM1"
-
-bool readCache(const std::string& path, uint64_t key, CostModel* out) {
-  if (path.empty()) return false;
-  CachedModel c{};
-  FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) return false;
-  const bool ok = std::fread(&c, sizeof c, 1, f) == 1 && c.magic == kCacheMagic && c.key == key;
-  std::fclose(f);
-  if (ok) *out = c.model;
-  return ok;
-}
-
-void writeCache(const std::string& path, uint64_t key, const CostModel& m) {
-  if (path.empty()) return;
-  const size_t slash = path.rfind('/');
-  if (slash != std::string::npos) {
-    std::string dir = path.substr(0, slash);
-    for (size_t i = 1; i <= dir.size(); ++i)
-      if (i == dir.size() || dir[i] == '/') ::mkdir(dir.substr(0, i).c_str(), 0755);
-  }
-  const std::string tmp = fmt::format("{}.{}.tmp", path, getpid());
-  CachedModel c{kCacheMagic, key, m};
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) return;
-  const bool ok = std::fwrite(&c, sizeof c, 1, f) == 1;
-  if (std::fclose(f) == 0 && ok) std::rename(tmp.c_str(), path.c_str());  // atomic for concurrent jobs
-  else std::remove(tmp.c_str());
-}
-
-}  // namespace
-
-Status Communicator::calibrate() {
-  if (nranks_ == 1) return Status::ok();
-  const int n = nranks_;
-  const uint64_t host = bootstrap_->peers()[0].hostHash;
-  const std::string keyText = fmt::format("{}:{}:{}:{}:{}:{}", ZCOLL_VERSION_CODE, host, n, config_.chunkBytes,
-                                          config_.fifoSlots, allAlgorithms().size());
-  const uint64_t key = fnv1a(keyText.data(), keyText.size());
-  const std::string path =
-      config_.calibrationDir.empty() ? std::string() : fmt::format("{}/cost-model-{:016x}.bin", config_.calibrationDir, key);
-
-  // Rank 0 decides between the cache and a fresh measurement; everyone follows it.
-  struct Shared {
-    int32_t cached;
-    CostModel model;
-  };
-  std::vector<Shared> all(static_cast<size_t>(n));
-  if (rank_ == 0 && !config_.recalibrate) all[0].cached = readCache(path, key, &all[0].model) ? 1 : 0;
-  if (Status s = bootstrap_->allGather(all.data(), sizeof(Shared)); !s) return s;
-  if (all[0].cached) {
-    selector_.setModel(all[0].model);
-    return Status::ok();
-  }
-
-  constexpr size_t kMaxFloats = kCalibrationBytes[kCalibrationPoints - 1] / sizeof(float);
-  Scratch probe;  // its own memory: the algorithms may use scratch_
-  auto* buf = static_cast<float*>(probe.get(2 * kMaxFloats * sizeof(float)));
-  if (!buf) return systemError("calibration buffers", ENOMEM);
-  std::vector<const Algorithm*> algos;
-  for (const Algorithm* a : allAlgorithms())
-    if (a->collective() == Collective::AllReduce && algos.size() < std::size(CostModel{}.allReduce)) algos.push_back(a);
-  // At each size, every algorithm runs one op in turn per trial (so all see the same machine), and
-  // the median of its trials is kept.
-  static constexpr int kWarmup[kCalibrationPoints] = {3, 2, 2, 1, 1, 1};
-  static constexpr int kTrials[kCalibrationPoints] = {9, 7, 7, 5, 5, 5};
-  CostModel m;
-  m.curves = static_cast<int>(algos.size());
-  for (size_t i = 0; i < algos.size(); ++i)
-    std::snprintf(m.allReduce[i].algo, sizeof m.allReduce[i].algo, "%.*s", static_cast<int>(algos[i]->name().size()),
-                  algos[i]->name().data());
-  for (int k = 0; k < kCalibrationPoints; ++k) {
-    OpArgs op{Collective::AllReduce, buf, buf + kMaxFloats, kCalibrationBytes[k] / sizeof(float), DataType::Float32,
-              RedOp::Sum};
-    std::vector<std::array<double, 16>> t(algos.size());
-    for (int trial = -kWarmup[k]; trial < kTrials[k]; ++trial) {
-      for (size_t i = 0; i < algos.size(); ++i) {
-        const int64_t start = nowNs();
-        if (Status s = execute(op, *algos[i]); !s) return s;
-        if (trial >= 0) t[i][trial] = static_cast<double>(nowNs() - start) * 1e-9;
-      }
-    }
-    for (size_t i = 0; i < algos.size(); ++i) {
-      std::sort(t[i].begin(), t[i].begin() + kTrials[k]);
-      m.allReduce[i].seconds[k] = static_cast<float>(t[i][kTrials[k] / 2]);
-    }
-  }
-  // The analytic model of the other collectives, from the ring's figures.
-  for (int i = 0; i < m.curves; ++i) {
-    if (std::string_view(m.allReduce[i].algo) != "ring") continue;
-    const MeasuredCurve& c = m.allReduce[i];
-    m.alpha = std::max(c.seconds[0] / (2.0 * (n - 1)), 1e-8);
-    m.beta = std::max((c.seconds[kCalibrationPoints - 1] - c.seconds[0]) /
-                          (2.0 * (n - 1) / n * static_cast<double>(kCalibrationBytes[kCalibrationPoints - 1])),
-                      1e-12);
-    m.message = 0.1 * m.alpha;
-  }
-  all.assign(static_cast<size_t>(n), Shared{});
-  all[rank_].model = m;
-  if (Status s = bootstrap_->allGather(all.data(), sizeof(Shared)); !s) return s;
-  selector_.setModel(all[0].model);
-  if (rank_ == 0) writeCache(path, key, all[0].model);
-  return Status::ok();
-}
 
 void Communicator::abort() {
   abort_.store(true);
