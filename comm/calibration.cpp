@@ -85,12 +85,19 @@ Status Communicator::calibrate() {
   auto* buf = static_cast<float*>(probe.get(2 * kMaxFloats * sizeof(float)));
   if (!buf) return systemError("calibration buffers", ENOMEM);
   std::vector<const Algorithm*> algos;
-  for (const Algorithm* a : allAlgorithms())
+  const Algorithm* barrier = nullptr;
+  for (const Algorithm* a : allAlgorithms()) {
     if (a->collective() == Collective::AllReduce && algos.size() < std::size(CostModel{}.allReduce)) algos.push_back(a);
-  // At each size, every algorithm runs one op in turn per trial (so all see the same machine), and
-  // the median of its trials is kept.
+    if (a->collective() == Collective::Barrier) barrier = a;
+  }
+  if (!barrier) return internalError("calibration needs a barrier algorithm");
+  const OpArgs barrierOp{Collective::Barrier, nullptr, nullptr, 0, DataType::Uint8};
+  // At each size, every algorithm runs a few ops in turn per trial (so all see the same machine), and
+  // the median of its trials is kept. Several ops per sample smooth out the scheduler's hiccups
+  // when ranks share cores.
   static constexpr int kWarmup[kCalibrationPoints] = {3, 2, 2, 1, 1, 1};
   static constexpr int kTrials[kCalibrationPoints] = {9, 7, 7, 5, 5, 5};
+  static constexpr int kOpsPerSample[kCalibrationPoints] = {8, 4, 4, 2, 2, 1};
   CostModel m;
   m.curves = static_cast<int>(algos.size());
   for (size_t i = 0; i < algos.size(); ++i)
@@ -102,9 +109,13 @@ Status Communicator::calibrate() {
     std::vector<std::array<double, 16>> t(algos.size());
     for (int trial = -kWarmup[k]; trial < kTrials[k]; ++trial) {
       for (size_t i = 0; i < algos.size(); ++i) {
+        // Start together, as the benchmark does: otherwise a sample includes waiting for peers
+        // still finishing the previous algorithm's ops.
+        if (Status s = execute(barrierOp, *barrier); !s) return s;
         const int64_t start = nowNs();
-        if (Status s = execute(op, *algos[i]); !s) return s;
-        if (trial >= 0) t[i][trial] = static_cast<double>(nowNs() - start) * 1e-9;
+        for (int rep = 0; rep < kOpsPerSample[k]; ++rep)
+          if (Status s = execute(op, *algos[i]); !s) return s;
+        if (trial >= 0) t[i][trial] = static_cast<double>(nowNs() - start) * 1e-9 / kOpsPerSample[k];
       }
     }
     for (size_t i = 0; i < algos.size(); ++i) {
