@@ -35,6 +35,7 @@ struct CostModel {
   double beta = 1.0 / 4e9;      // seconds per byte through one rank in a step
   double message = 0.25e-6;     // seconds per extra message issued in the same step (fan-out)
   int curves = 0;               // measured all-reduce algorithms (the main job is priced by measurement)
+  int points = 0;               // calibration sizes measured (the first `points` of kCalibrationBytes)
   MeasuredCurve allReduce[8];
 
   static double log2Ceil(int n) { return n <= 1 ? 0.0 : std::ceil(std::log2(static_cast<double>(n))); }
@@ -43,20 +44,20 @@ struct CostModel {
   // measured sizes, which follows both the latency- and bandwidth-bound ends; linear in the bytes
   // beyond them; the first figure below them), or -1 if that algorithm was not measured.
   double measured(std::string_view algo, size_t bytes) const {
-    for (int i = 0; i < curves; ++i) {
+    const int n = std::clamp(points, 0, kCalibrationPoints);
+    for (int i = 0; i < curves && n > 0; ++i) {
       const MeasuredCurve& c = allReduce[i];
       if (algo != c.algo) continue;
       const double x = static_cast<double>(bytes);
-      if (x <= kCalibrationBytes[0]) return c.seconds[0];
-      const double last = static_cast<double>(kCalibrationBytes[kCalibrationPoints - 1]);
+      if (x <= kCalibrationBytes[0] || n == 1) return c.seconds[0];
+      const double last = static_cast<double>(kCalibrationBytes[n - 1]);
       if (x > last) {  // bandwidth-bound: time grows linearly with the bytes
-        const double prev = static_cast<double>(kCalibrationBytes[kCalibrationPoints - 2]);
-        const double slope = std::max(0.0, static_cast<double>(c.seconds[kCalibrationPoints - 1] -
-                                                               c.seconds[kCalibrationPoints - 2]) / (last - prev));
-        return c.seconds[kCalibrationPoints - 1] + slope * (x - last);
+        const double prev = static_cast<double>(kCalibrationBytes[n - 2]);
+        const double slope = std::max(0.0, static_cast<double>(c.seconds[n - 1] - c.seconds[n - 2]) / (last - prev));
+        return c.seconds[n - 1] + slope * (x - last);
       }
       int k = 1;
-      while (k < kCalibrationPoints - 1 && x > static_cast<double>(kCalibrationBytes[k])) ++k;
+      while (k < n - 1 && x > static_cast<double>(kCalibrationBytes[k])) ++k;
       const double x0 = std::log(static_cast<double>(kCalibrationBytes[k - 1]));
       const double x1 = std::log(static_cast<double>(kCalibrationBytes[k]));
       const double y0 = std::log(std::max(1e-9f, c.seconds[k - 1])), y1 = std::log(std::max(1e-9f, c.seconds[k]));

@@ -30,7 +30,8 @@ bool readCache(const std::string& path, uint64_t key, CostModel* out) {
   FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) return false;
   bool ok = std::fread(&c, sizeof c, 1, f) == 1 && c.magic == kCacheMagic && c.key == key &&
-            c.model.curves >= 0 && c.model.curves <= static_cast<int>(std::size(c.model.allReduce));
+            c.model.curves >= 0 && c.model.curves <= static_cast<int>(std::size(c.model.allReduce)) &&
+            c.model.points >= 0 && c.model.points <= kCalibrationPoints;
   for (int i = 0; ok && i < c.model.curves; ++i)
     ok = std::memchr(c.model.allReduce[i].algo, 0, sizeof c.model.allReduce[i].algo) != nullptr;
   std::fclose(f);
@@ -61,8 +62,8 @@ Status Communicator::calibrate() {
   if (nranks_ == 1) return Status::ok();
   const int n = nranks_;
   const uint64_t host = bootstrap_->peers()[0].hostHash;
-  const std::string keyText = fmt::format("{}:{}:{}:{}:{}:{}", ZCOLL_VERSION_CODE, host, n, config_.chunkBytes,
-                                          config_.fifoSlots, allAlgorithms().size());
+  const std::string keyText = fmt::format("{}:{}:{}:{}:{}:{}:{}", ZCOLL_VERSION_CODE, host, n, config_.chunkBytes,
+                                          config_.fifoSlots, allAlgorithms().size(), sizeof(CostModel));
   const uint64_t key = fnv1a(keyText.data(), keyText.size());
   const std::string path =
       config_.calibrationDir.empty() ? std::string() : fmt::format("{}/cost-model-{:016x}.bin", config_.calibrationDir, key);
@@ -100,10 +101,16 @@ Status Communicator::calibrate() {
   static constexpr int kOpsPerSample[kCalibrationPoints] = {8, 4, 4, 2, 2, 1};
   CostModel m;
   m.curves = static_cast<int>(algos.size());
+  // Sizes of more than 256 chunks per rank would make the probe slow with small chunks: they are left
+  // out and extrapolated.
+  m.points = 0;
+  while (m.points < kCalibrationPoints &&
+         (m.points < 2 || kCalibrationBytes[m.points] <= 256 * static_cast<size_t>(config_.chunkBytes)))
+    ++m.points;
   for (size_t i = 0; i < algos.size(); ++i)
     std::snprintf(m.allReduce[i].algo, sizeof m.allReduce[i].algo, "%.*s", static_cast<int>(algos[i]->name().size()),
                   algos[i]->name().data());
-  for (int k = 0; k < kCalibrationPoints; ++k) {
+  for (int k = 0; k < m.points; ++k) {
     OpArgs op{Collective::AllReduce, buf, buf + kMaxFloats, kCalibrationBytes[k] / sizeof(float), DataType::Float32,
               RedOp::Sum};
     std::vector<std::array<double, 16>> t(algos.size());
@@ -128,8 +135,8 @@ Status Communicator::calibrate() {
     if (std::string_view(m.allReduce[i].algo) != "ring") continue;
     const MeasuredCurve& c = m.allReduce[i];
     m.alpha = std::max(c.seconds[0] / (2.0 * (n - 1)), 1e-8);
-    m.beta = std::max((c.seconds[kCalibrationPoints - 1] - c.seconds[0]) /
-                          (2.0 * (n - 1) / n * static_cast<double>(kCalibrationBytes[kCalibrationPoints - 1])),
+    m.beta = std::max((c.seconds[m.points - 1] - c.seconds[0]) /
+                          (2.0 * (n - 1) / n * static_cast<double>(kCalibrationBytes[m.points - 1])),
                       1e-12);
     m.message = 0.1 * m.alpha;
   }

@@ -103,20 +103,36 @@ Status Communicator::execute(const OpArgs& op) {
   if (abort_.load()) return Status(StatusCode::Aborted, "communicator aborted");
   const Algorithm* algo = nullptr;
   if (Status s = selector_.select(op, nranks_, &algo); !s) return s;
+  if (config_.check && op.coll != Collective::SendRecv && nranks_ > 1) {
+    Status s = checkSignature(op);
+    if (!s) {
+      if (s.code() != StatusCode::InvalidUsage) recordFailure(s);
+      return s;
+    }
+  }
   return execute(op, *algo);
 }
 
-Status Communicator::execute(const OpArgs& op, const Algorithm& algoRef) {
-  const Algorithm* algo = &algoRef;
-  Waiter waiter(transport_.get(), WaitPolicy{config_.spinNs, config_.yieldNs}, Deadline::afterMs(config_.timeoutMs),
+Waiter Communicator::newWaiter() {
+  return Waiter(transport_.get(), WaitPolicy{config_.spinNs, config_.yieldNs}, Deadline::afterMs(config_.timeoutMs),
                 &abort_);
+}
+
+AlgoContext Communicator::context(Waiter* waiter) {
   AlgoContext ctx;
   ctx.rank = rank_;
   ctx.nranks = nranks_;
   ctx.transport = transport_.get();
-  ctx.waiter = &waiter;
+  ctx.waiter = waiter;
   ctx.chunkBytes = std::min<size_t>(static_cast<size_t>(config_.chunkBytes), transport_->chunkCapacity());
   ctx.scratch = &scratch_;
+  return ctx;
+}
+
+Status Communicator::execute(const OpArgs& op, const Algorithm& algoRef) {
+  const Algorithm* algo = &algoRef;
+  Waiter waiter = newWaiter();
+  AlgoContext ctx = context(&waiter);
   ZCOLL_TRACE(Coll, rank_, "{} #{} ({}): count {} {} {} root {}", collectiveName(op.coll), op.seq, algo->name(),
               op.count, dataTypeName(op.dtype), redOpName(op.op), op.root);
   Status s = algo->run(op, ctx);

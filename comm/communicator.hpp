@@ -24,6 +24,7 @@
 #include "comm/bootstrap.hpp"
 #include "comm/config.hpp"
 #include "transport/transport.hpp"
+#include "transport/wait.hpp"
 
 namespace zcoll {
 
@@ -76,6 +77,10 @@ class Communicator {
   Status execute(const OpArgs& op, const Algorithm& algo);
   // Measures the cost model on the real transport (collective; rank 0's figures win).
   Status calibrate();
+  // ZCOLL_CHECK: all-gathers op's signature and compares (collective; comm/check.cpp).
+  Status checkSignature(const OpArgs& op);
+  Waiter newWaiter();
+  AlgoContext context(Waiter* waiter);
   Request* acquireRequest();
   void releaseRequest(Request* req);
   void workerLoop();
@@ -88,6 +93,7 @@ class Communicator {
   std::unique_ptr<Transport> transport_;
   Scratch scratch_;
   AlgorithmSelector selector_;
+  std::vector<char> signatures_;  // ZCOLL_CHECK's all-gather buffer, sized once
   std::atomic<bool> abort_{false};
   std::atomic<int> asyncError_{0};
   std::string firstError_;  // guarded by mutex_

@@ -56,6 +56,7 @@ const std::vector<ConfigVariable>& configVariables() {
       {"ZCOLL_SPIN_NS", "2000", "a wait spins this many nanoseconds before yielding"},
       {"ZCOLL_YIELD_NS", "50000", "then yields the CPU this many nanoseconds before sleeping"},
       {"ZCOLL_ALGO", "(automatic)", "force algorithms: NAME, COLL:NAME or COLL:LO-HI:NAME, comma-separated"},
+      {"ZCOLL_CHECK", "0", "1: before each collective, compare its signature across ranks; a mismatch fails every rank"},
       {"ZCOLL_CALIBRATE", "1", "0: skip the cost-model probe (built-in figures); 2: measure even if cached"},
       {"ZCOLL_CALIBRATION_DIR", "$XDG_CACHE_HOME/zcoll or ~/.cache/zcoll", "cache of measured cost models; 'none' = no cache"},
       {"ZCOLL_TRANSPORTS", "(automatic)", "transports to use, comma-separated (shm)"},
@@ -125,6 +126,9 @@ Status buildConfig(const zcollConfig_t* api, Config* out) {
   if (Status s = envPositive("ZCOLL_SPIN_NS", 0, int64_t{1} << 40, false, &c.spinNs); !s) return s;
   if (Status s = envPositive("ZCOLL_YIELD_NS", 0, int64_t{1} << 40, false, &c.yieldNs); !s) return s;
   envString("ZCOLL_ALGO", &c.algo);
+  int64_t check = c.check ? 1 : 0;
+  if (Status s = envPositive("ZCOLL_CHECK", 0, 1, false, &check); !s) return s;
+  c.check = check != 0;
   int64_t calibrate = c.calibrate ? 1 : 0;
   if (Status s = envPositive("ZCOLL_CALIBRATE", 0, 2, false, &calibrate); !s) return s;
   c.calibrate = calibrate != 0;

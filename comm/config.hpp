@@ -29,6 +29,7 @@ struct Config {
   std::string transports;            // ZCOLL_TRANSPORTS: "" = automatic
   std::string socketIfname;          // ZCOLL_SOCKET_IFNAME: interface for bootstrap sockets
   std::string bootstrapSecret;       // ZCOLL_BOOTSTRAP_SECRET (32 hex digits), for env launch
+  bool check = false;                // ZCOLL_CHECK: compare every collective's signature across ranks
   bool calibrate = true;             // ZCOLL_CALIBRATE: measure the cost model at init (or use the cache)
   bool recalibrate = false;          // ZCOLL_CALIBRATE=2: measure even if cached, and rewrite the cache
   std::string calibrationDir;        // ZCOLL_CALIBRATION_DIR: cache of measured models ("" = none)

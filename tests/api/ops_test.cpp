@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <numeric>
+#include <stdlib.h>
 #include <thread>
 #include <vector>
 
@@ -86,6 +87,29 @@ TEST(Barrier, NobodyLeavesEarly) {
       }
     });
   }
+}
+
+// ZCOLL_CHECK=1: ranks that issue different collectives all fail at once with both calls named, and
+// the communicator carries on with the next (matching) call.
+TEST(Check, MismatchedCallsFailEveryRankAndNameThem) {
+  setenv("ZCOLL_CHECK", "1", 1);
+  RankPool pool(3, config());
+  unsetenv("ZCOLL_CHECK");
+  pool.run([&](int rank, zcollComm_t comm) {
+    std::vector<float> buf(64, 1.0f);
+    zcollResult_t r = rank == 2 ? zcollBroadcast(buf.data(), buf.data(), 10, zcollFloat, 0, comm, nullptr)
+                                : zcollAllReduce(buf.data(), buf.data(), rank == 0 ? 10 : 11, zcollFloat, zcollSum,
+                                                 comm, nullptr);
+    EXPECT_EQ(r, zcollInvalidUsage) << "rank " << rank;
+    const std::string msg = zcollGetLastError(comm);
+    EXPECT_NE(msg.find("ranks disagree"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(rank == 0 ? "count 11" : "count 10"), std::string::npos) << msg;
+    // Matching calls work afterwards.
+    std::fill(buf.begin(), buf.end(), 1.0f);
+    ASSERT_EQ(zcollAllReduce(buf.data(), buf.data(), 64, zcollFloat, zcollSum, comm, nullptr), zcollSuccess)
+        << zcollGetLastError(comm);
+    EXPECT_EQ(buf[63], 3.0f);
+  });
 }
 
 TEST(SendRecvSelf, UnmatchedSelfSendIsAnError) {
