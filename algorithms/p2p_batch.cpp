@@ -86,9 +86,16 @@ class P2PBatch final : public AlgorithmOf<Collective::SendRecv> {
       }
       return moved || remaining == 0;
     };
+    // A dead peer is a failure only while a transfer with it is still pending.
+    auto deadPeer = [&]() {
+      for (size_t i = 0; i < count; ++i)
+        if (progress[i] != kDone && t->peerExited(items[i].peer)) return items[i].peer;
+      return -1;
+    };
     while (remaining > 0) {
-      WaitResult r = ctx.waiter->until(advance);
+      WaitResult r = ctx.waiter->until(advance, deadPeer);
       if (!failure) return failure;
+      if (r == WaitResult::PeerDied) waitingOn = ctx.waiter->deadPeer();
       if (r != WaitResult::Ready) return prims.waitFailure(r, waitingOn, "in send/recv with");
     }
     return Status::ok();

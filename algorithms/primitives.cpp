@@ -19,11 +19,9 @@ Status Primitives::waitFailure(WaitResult r, int peer, std::string_view what) co
   std::string where = fmt::format("{} #{} ({}, {} x {}): rank {} {} rank {}", collectiveName(op_.coll), op_.seq,
                                   algoName_, op_.count, dataTypeName(op_.dtype), ctx_.rank, what, peer);
   if (r == WaitResult::Aborted) return Status(StatusCode::Aborted, where + ": communicator aborted");
-  if (r == WaitResult::PeerDied) {
-    // Name the rank we wait for if it is among the dead, else the one that was seen.
-    const int dead = ctx_.transport->peerExited(peer) ? peer : ctx_.waiter->deadPeer();
-    return Status(StatusCode::RemoteError, fmt::format("{}: rank {}'s process has exited", where, dead));
-  }
+  if (r == WaitResult::PeerDied)
+    return Status(StatusCode::RemoteError,
+                  fmt::format("{}: rank {}'s process has exited", where, ctx_.waiter->deadPeer()));
   return Status(StatusCode::Timeout, where + ": timed out (is the peer alive and in the same collective?)");
 }
 
@@ -35,7 +33,8 @@ Status Primitives::step(int recvPeer, int sendPeer, const void* local, void* dst
   RecvChunk in;
   SendSlot out;
   if (recvPeer >= 0) {
-    WaitResult r = ctx_.waiter->until([&] { return t->tryRecv(recvPeer, &in); });
+    WaitResult r = ctx_.waiter->until([&] { return t->tryRecv(recvPeer, &in); },
+                                      [&] { return t->peerExited(recvPeer) ? recvPeer : -1; });
     if (r != WaitResult::Ready) return waitFailure(r, recvPeer, "waiting for data from");
     if (in.bytes != bytes)
       return remoteError("{} #{} ({}): rank {} got a {}-byte chunk from rank {} where {} bytes were due: the ranks "
@@ -43,7 +42,8 @@ Status Primitives::step(int recvPeer, int sendPeer, const void* local, void* dst
                          collectiveName(op_.coll), op_.seq, algoName_, ctx_.rank, in.bytes, recvPeer, bytes);
   }
   if (sendPeer >= 0) {
-    WaitResult r = ctx_.waiter->until([&] { return t->tryAcquireSend(sendPeer, &out); });
+    WaitResult r = ctx_.waiter->until([&] { return t->tryAcquireSend(sendPeer, &out); },
+                                      [&] { return t->peerExited(sendPeer) ? sendPeer : -1; });
     if (r != WaitResult::Ready) return waitFailure(r, sendPeer, "waiting for FIFO room at");
   }
 

@@ -49,9 +49,8 @@ class Transport {
   virtual void sleep(uint32_t token, int64_t maxNs) = 0;
   // Wakes this rank's sleeper (used by abort). Callable from any thread.
   virtual void wake() = 0;
-  // A peer that is known to have exited (its process ended), or -1. Called by waits that already
-  // sleep, so it may make a syscall. A transport that cannot tell returns -1 (the timeout remains).
-  virtual int deadPeer() { return -1; }
+  // Whether the peer's process is known to have exited. Asked by waits that already sleep, so it
+  // may make a syscall. A transport that cannot tell says false (the timeout remains).
   virtual bool peerExited(int peer) {
     (void)peer;
     return false;

@@ -40,9 +40,11 @@ class Waiter {
   // After PeerDied: the rank whose process ended.
   int deadPeer() const { return deadPeer_; }
 
-  // Calls ready() until it returns true, the deadline passes or abort is raised.
-  template <typename Ready>
-  WaitResult until(Ready&& ready) {
+  // Calls ready() until it returns true, the deadline passes, abort is raised, or - checked once per
+  // sleep slice - deadPeer() names a rank we wait for whose process has exited (-1: none). A peer that
+  // exited after handing over everything we need is no failure: ready() is asked first.
+  template <typename Ready, typename DeadPeer>
+  WaitResult until(Ready&& ready, DeadPeer&& deadPeer) {
     if (ready()) return WaitResult::Ready;
     const int64_t start = nowNs();
     int64_t now = start;
@@ -74,7 +76,8 @@ class Waiter {
       if (abort_->load(std::memory_order_relaxed)) return WaitResult::Aborted;
       if (now >= deadline_.ns()) return WaitResult::Timeout;
       // Sleeping already: a syscall to ask whether a peer died costs nothing that matters.
-      if ((deadPeer_ = transport_->deadPeer()) >= 0) return WaitResult::PeerDied;
+      // Asked again after: the peer may have handed over what we wait for just before it exited.
+      if ((deadPeer_ = deadPeer()) >= 0) return ready() ? WaitResult::Ready : WaitResult::PeerDied;
     }
   }
 

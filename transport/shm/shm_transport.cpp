@@ -175,19 +175,6 @@ void ShmTransport::sleep(uint32_t token, int64_t maxNs) {
   myHeader_->sleepers.fetch_sub(1, std::memory_order_seq_cst);
 }
 
-int ShmTransport::deadPeer() {
-  if (pidfds_.empty()) return -1;
-  pollfd fds[64];
-  for (size_t base = 0; base < pidfds_.size(); base += 64) {
-    const size_t n = std::min<size_t>(64, pidfds_.size() - base);
-    for (size_t i = 0; i < n; ++i) fds[i] = {pidfds_[base + i].get(), POLLIN, 0};
-    if (::poll(fds, n, 0) > 0)
-      for (size_t i = 0; i < n; ++i)
-        if (fds[i].revents) return pidfdRanks_[base + i];
-  }
-  return -1;
-}
-
 bool ShmTransport::peerExited(int peer) {
   for (size_t i = 0; i < pidfds_.size(); ++i) {
     if (pidfdRanks_[i] != peer) continue;

@@ -41,7 +41,6 @@ class ShmTransport final : public Transport {
   void cancelSleep() override;
   void sleep(uint32_t token, int64_t maxNs) override;
   void wake() override;
-  int deadPeer() override;
   bool peerExited(int peer) override;
 
  private:
