@@ -360,6 +360,8 @@ zcollResult_t zcollTest(zcollRequest_t request, int* done) {
     if (!request) return invalidArgument("request: NULL");
     if (!done) return invalidArgument("done: NULL pointer");
     Request* r = reinterpret_cast<Request*>(request);
+    if (r->magic != Request::kLive)
+      return invalidUsage("request: not a pending request (already reported done by zcollWait or zcollTest?)");
     Status result;
     if (!r->comm->test(r, &result)) {
       *done = 0;
@@ -374,6 +376,8 @@ zcollResult_t zcollWait(zcollRequest_t request) {
   return apiCall("zcollWait", [&] {
     if (!request) return invalidArgument("request: NULL");
     Request* r = reinterpret_cast<Request*>(request);
+    if (r->magic != Request::kLive)
+      return invalidUsage("request: not a pending request (already reported done by zcollWait or zcollTest?)");
     return r->comm->wait(r);
   });
 }

@@ -227,13 +227,17 @@ Request* Communicator::acquireRequest() {
   }
   Request* r = freeRequests_.back();
   freeRequests_.pop_back();
+  r->magic = Request::kLive;
   r->done.store(0);
   r->result = Status::ok();
   r->items.clear();
   return r;
 }
 
-void Communicator::releaseRequest(Request* req) { freeRequests_.push_back(req); }
+void Communicator::releaseRequest(Request* req) {
+  req->magic = Request::kFree;
+  freeRequests_.push_back(req);
+}
 
 void Communicator::abort() {
   abort_.store(true);

@@ -32,6 +32,9 @@ class Communicator;
 
 // A queued operation and its completion. Owned by the communicator's pool.
 struct Request {
+  static constexpr uint32_t kLive = 0x7a52514cu;  // "zRQL": handed to the user, not yet completed
+  static constexpr uint32_t kFree = 0x7a525146u;  // back in the pool
+  uint32_t magic = kFree;
   Communicator* comm = nullptr;
   OpArgs op;
   std::vector<P2PItem> items;  // SendRecv batches keep their transfers here

@@ -285,7 +285,9 @@ zcollResult_t zcollReduceAsync(const void* sendbuff, void* recvbuff, size_t coun
                                zcollRedOp_t op, int root, zcollComm_t comm, zcollRequest_t* request);
 
 /** Non-blocking check. Writes 1 to *done when the operation finished, then returns its result and
- *  releases the request; writes 0 and returns zcollSuccess while it runs. */
+ *  releases the request; writes 0 and returns zcollSuccess while it runs. A request must be completed
+ *  (by zcollWait or a zcollTest that reports it done) before its communicator is destroyed; using a
+ *  released request is zcollInvalidUsage while the communicator lives. */
 zcollResult_t zcollTest(zcollRequest_t request, int* done);
 
 /** Blocks until the operation finishes, returns its result and releases the request. */

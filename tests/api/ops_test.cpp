@@ -147,6 +147,10 @@ TEST(Async, RequestsCompleteInOrder) {
       EXPECT_EQ(out[k][0], static_cast<float>(0 + 1 + 2 + 3 * k));
       EXPECT_EQ(out[k][kCount - 1], out[k][0]);
     }
+    // A released request is refused, not waited on twice.
+    EXPECT_EQ(zcollWait(reqs[0]), zcollInvalidUsage);
+    int done = 0;
+    EXPECT_EQ(zcollTest(reqs[1], &done), zcollInvalidUsage);
   });
 }
 
