@@ -115,7 +115,9 @@ Status Communicator::calibrate() {
               RedOp::Sum};
     std::vector<std::array<double, 16>> t(algos.size());
     for (int trial = -kWarmup[k]; trial < kTrials[k]; ++trial) {
-      for (size_t i = 0; i < algos.size(); ++i) {
+      // The order rotates with the trial, so no algorithm always comes first after the barrier.
+      for (size_t j = 0; j < algos.size(); ++j) {
+        const size_t i = (j + static_cast<size_t>(trial + kWarmup[k])) % algos.size();
         // Start together, as the benchmark does: otherwise a sample includes waiting for peers
         // still finishing the previous algorithm's ops.
         if (Status s = execute(barrierOp, *barrier); !s) return s;
