@@ -532,18 +532,14 @@ void printTable(FILE* out, const Args& a, int nranks, const std::string& label, 
 
 }  // namespace
 
-long long run(zcollComm_t comm, const Args& a, FILE* out, std::vector<Row>* rowsOut) {
+long long run(zcollComm_t comm, const Args& a, FILE* out) {
   std::vector<std::vector<SizeResult>> results;
   int rank = 0, nranks = 1;
   zcollCommUserRank(comm, &rank);
   zcollCommCount(comm, &nranks);
   long long wrong = sweep({comm}, a, out, &results);
   if (wrong < 0) return wrong;
-  if (rank == 0) {
-    printTable(out, a, nranks, a.algo.empty() ? "auto" : a.algo, results[0]);
-    if (rowsOut)
-      for (const SizeResult& r : results[0]) rowsOut->push_back({r.bytes, r.sec, r.algo});
-  }
+  if (rank == 0) printTable(out, a, nranks, a.algo.empty() ? "auto" : a.algo, results[0]);
   return wrong;
 }
 

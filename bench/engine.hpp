@@ -36,13 +36,6 @@ struct Args {
   bool calibrate = false;  // --calibrate: measure the cost model afresh, cache it, print the choices
 };
 
-// One row of a sweep as rank 0 saw it.
-struct Row {
-  size_t bytes = 0;
-  double seconds = 0;
-  std::string algo;  // the algorithm that ran
-};
-
 inline constexpr int kMaxTrials = 15;
 
 // Parses argv (the collective may be the first positional argument or -C). On error returns false
@@ -53,12 +46,12 @@ const char* collName(Coll c);
 
 // Runs the sweep on this rank of comm; rank 0 prints to out. Returns the total of wrong elements
 // over all ranks and sizes (0 = all correct), or -1 if a zcoll call failed (message on stderr).
-// rows (may be null) receives rank 0's rows.
-long long run(zcollComm_t comm, const Args& args, FILE* out, std::vector<Row>* rows = nullptr);
+long long run(zcollComm_t comm, const Args& args, FILE* out);
 
-// -a all: one sweep per algorithm of the collective and one automatic, each on a communicator of its
-// own (made with `control`), then a table of all of them with the automatic choice and its ratio to
-// the fastest forced algorithm. Returns as run() does.
+// -a all: every algorithm of the collective and the automatic choice (`control`), each on a
+// communicator of its own, measured in turn within each trial of one sweep; prints each one's table,
+// then a summary with the automatic choice and its ratio to the fastest forced algorithm.
+// Returns as run() does.
 long long runAll(zcollComm_t control, const Args& args, FILE* out);
 
 // --calibrate: the automatic choice for each size of the sweep (rank 0 prints).
