@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "algorithms/cost_model.hpp"
+#include "algorithms/patterns/rhd.hpp"
 #include "algorithms/scratch.hpp"
 #include "comm/status.hpp"
 #include "comm/types.hpp"
@@ -87,7 +88,7 @@ class AlgorithmOf : public Algorithm {
 
 // supports() of the algorithms that need a power-of-two rank count.
 inline Status requirePowerOfTwo(int nranks) {
-  if (nranks > 0 && (nranks & (nranks - 1)) == 0) return Status::ok();
+  if (patterns::isPowerOfTwo(nranks)) return Status::ok();
   return notSupported("{} ranks is not a power of two", nranks);
 }
 

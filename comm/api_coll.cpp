@@ -72,11 +72,9 @@ Status checkBuffers(const Call& c, const void* send, const void* recv, size_t el
   return Status::ok();
 }
 
-// Validates, then runs / queues / groups the operation.
-Status launch(zcollComm_t comm, OpArgs op, const Call& call, const char* countName, Mode mode,
+// Validates the buffers, then runs / queues / groups the operation on the communicator `ref` pins.
+Status launch(const CommRef& ref, zcollComm_t comm, OpArgs op, const Call& call, const char* countName, Mode mode,
               zcollRequest_t* request, const P2PItem* item = nullptr) {
-  CommRef ref;
-  if (Status s = ref.acquire(comm); !s) return s;
   if (Status s = checkBuffers(call, op.sendbuf, op.recvbuf, dataTypeSize(op.dtype), countName); !s) return s;
   if (mode == Mode::Async) {
     if (!request) return invalidArgument("request: NULL pointer");
@@ -98,10 +96,12 @@ Status allReduce(const void* sendbuff, void* recvbuff, size_t count, zcollDataTy
                  zcollComm_t comm, Mode mode, zcollRequest_t* request) {
   if (Status s = checkType(datatype); !s) return s;
   if (Status s = checkOp(op); !s) return s;
+  CommRef ref;
+  if (Status s = ref.acquire(comm); !s) return s;
   Call c;
   c.sendElems = c.recvElems = count;
   OpArgs a{Collective::AllReduce, sendbuff, recvbuff, count, static_cast<DataType>(datatype), static_cast<RedOp>(op)};
-  return launch(comm, a, c, "count", mode, request);
+  return launch(ref, comm, a, c, "count", mode, request);
 }
 
 Status allGather(const void* sendbuff, void* recvbuff, size_t sendcount, zcollDataType_t datatype, zcollComm_t comm,
@@ -115,7 +115,7 @@ Status allGather(const void* sendbuff, void* recvbuff, size_t sendcount, zcollDa
     return invalidArgument("sendcount = {}: times nranks overflows", sendcount);
   c.inPlaceOffset = static_cast<int64_t>(sendcount) * ref->rank();
   OpArgs a{Collective::AllGather, sendbuff, recvbuff, sendcount, static_cast<DataType>(datatype)};
-  return launch(comm, a, c, "sendcount", mode, request);
+  return launch(ref, comm, a, c, "sendcount", mode, request);
 }
 
 Status reduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, zcollDataType_t datatype,
@@ -131,7 +131,7 @@ Status reduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, zco
   c.inPlaceOffset = -static_cast<int64_t>(recvcount) * ref->rank();  // recvbuff == sendbuff + rank * recvcount
   OpArgs a{Collective::ReduceScatter, sendbuff, recvbuff, recvcount, static_cast<DataType>(datatype),
            static_cast<RedOp>(op)};
-  return launch(comm, a, c, "recvcount", mode, request);
+  return launch(ref, comm, a, c, "recvcount", mode, request);
 }
 
 Status broadcast(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype, int root,
@@ -145,7 +145,7 @@ Status broadcast(const void* sendbuff, void* recvbuff, size_t count, zcollDataTy
   c.needSend = ref->rank() == root;
   OpArgs a{Collective::Broadcast, sendbuff, recvbuff, count, static_cast<DataType>(datatype)};
   a.root = root;
-  return launch(comm, a, c, "count", mode, request);
+  return launch(ref, comm, a, c, "count", mode, request);
 }
 
 Status reduce(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype, zcollRedOp_t op, int root,
@@ -160,7 +160,7 @@ Status reduce(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_
   c.needRecv = ref->rank() == root;
   OpArgs a{Collective::Reduce, sendbuff, recvbuff, count, static_cast<DataType>(datatype), static_cast<RedOp>(op)};
   a.root = root;
-  return launch(comm, a, c, "count", mode, request);
+  return launch(ref, comm, a, c, "count", mode, request);
 }
 
 // Gather (toRoot) and scatter: count elements per rank, nranks * count at the root.
@@ -189,7 +189,7 @@ Status rooted(Collective coll, const void* sendbuff, void* recvbuff, size_t coun
   }
   OpArgs a{coll, sendbuff, recvbuff, count, static_cast<DataType>(datatype)};
   a.root = root;
-  return launch(comm, a, c, "count", Mode::Blocking, nullptr);
+  return launch(ref, comm, a, c, "count", Mode::Blocking, nullptr);
 }
 
 Status allToAll(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype, zcollComm_t comm) {
@@ -202,7 +202,7 @@ Status allToAll(const void* sendbuff, void* recvbuff, size_t count, zcollDataTyp
   c.recvElems = c.sendElems;
   c.allowInPlace = false;
   OpArgs a{Collective::AllToAll, sendbuff, recvbuff, count, static_cast<DataType>(datatype)};
-  return launch(comm, a, c, "count", Mode::Blocking, nullptr);
+  return launch(ref, comm, a, c, "count", Mode::Blocking, nullptr);
 }
 
 Status sendRecv(bool isSend, const void* buf, size_t count, zcollDataType_t datatype, int peer, zcollComm_t comm) {
@@ -217,7 +217,7 @@ Status sendRecv(bool isSend, const void* buf, size_t count, zcollDataType_t data
   P2PItem item{isSend, peer, const_cast<void*>(buf), count * dataTypeSize(static_cast<DataType>(datatype))};
   OpArgs a{Collective::SendRecv, buf, nullptr, count, static_cast<DataType>(datatype)};
   a.root = peer;
-  return launch(comm, a, c, "count", Mode::Blocking, nullptr, &item);
+  return launch(ref, comm, a, c, "count", Mode::Blocking, nullptr, &item);
 }
 
 }  // namespace
@@ -294,8 +294,10 @@ zcollResult_t zcollAlltoAll(const void* sendbuff, void* recvbuff, size_t count, 
 zcollResult_t zcollBarrier(zcollComm_t comm, zcollStream_t stream) {
   return apiCall("zcollBarrier", [&] {
     if (Status s = checkStream(stream); !s) return s;
+    CommRef ref;
+    if (Status s = ref.acquire(comm); !s) return s;
     OpArgs a{Collective::Barrier, nullptr, nullptr, 0, DataType::Uint8};
-    return launch(comm, a, Call{}, "count", Mode::Blocking, nullptr);
+    return launch(ref, comm, a, Call{}, "count", Mode::Blocking, nullptr);
   });
 }
 

@@ -65,7 +65,6 @@ class Communicator {
 
   // Raises the abort flag and wakes every wait; safe from any thread.
   void abort();
-  bool aborted() const { return abort_.load(); }
   StatusCode asyncError() const { return static_cast<StatusCode>(asyncError_.load()); }
 
   // Waits (bounded by the timeout) for queued operations to finish; then the object may be deleted.

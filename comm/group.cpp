@@ -14,20 +14,23 @@ struct Entry {
   P2PItem item;
 };
 
-struct GroupState {
-  int depth = 0;
-  std::vector<Entry> entries;  // kept across groups: no allocation once grown
-  std::vector<P2PItem> items;
-};
-
-thread_local GroupState tGroup;
-
 // One communicator's run of calls: collectives as they are, consecutive send/recv as one batch.
 struct Batch {
   zcollComm_t comm;
   OpArgs op;
   size_t firstItem = 0;
 };
+
+struct GroupState {
+  int depth = 0;
+  // Kept across groups: no allocation once grown.
+  std::vector<Entry> entries;
+  std::vector<P2PItem> items;
+  std::vector<Batch> batches;
+  std::vector<zcollComm_t> comms;
+};
+
+thread_local GroupState tGroup;
 
 }  // namespace
 
@@ -49,9 +52,11 @@ Status groupEnd() {
   if (--g.depth > 0) return Status::ok();
 
   // Order by communicator (stable), fusing consecutive send/recv of one communicator.
-  std::vector<Batch> batches;
+  std::vector<Batch>& batches = g.batches;
+  std::vector<zcollComm_t>& comms = g.comms;
+  batches.clear();
+  comms.clear();
   g.items.clear();
-  std::vector<zcollComm_t> comms;
   for (const Entry& e : g.entries) {
     bool seen = false;
     for (zcollComm_t c : comms) seen |= c == e.comm;
