@@ -3,9 +3,10 @@
 //
 //   time = steps x alpha + extra messages in a step x message + bytes through the busiest rank x beta
 //
-// alpha and beta are measured when a communicator starts (Communicator::calibrate runs the ring
-// all-reduce at two sizes on the real transport, so oversubscription and the memory system are in the
-// figures) and rank 0's values are used by every rank, so all ranks choose the same algorithm.
+// alpha and beta are fitted to the ring's measured all-reduce times (Communicator::calibrate times
+// every all-reduce algorithm at kCalibrationBytes on the real transport, so oversubscription and the
+// memory system are in the figures); every rank computes the same model from every rank's samples, so
+// all ranks choose the same algorithm. All-reduce itself is priced by those measured curves.
 #pragma once
 
 #include <cmath>
@@ -17,11 +18,13 @@
 
 namespace zcoll {
 
-// Sizes at which each all-reduce algorithm is timed by the calibration. The smallest gives every rank
-// at least one element up to 128 ranks (below it, latency rules and the figure is used as is).
-inline constexpr size_t kCalibrationBytes[] = {512,        8 * 1024,    64 * 1024,
-                                               256 * 1024, 1024 * 1024, 4 * 1024 * 1024};
-inline constexpr int kCalibrationPoints = 6;
+// Sizes at which each all-reduce algorithm is timed by the calibration, a factor of 4 apart (the
+// curves bend too much for a coarser grid: crossovers were misplaced). The smallest is pure latency
+// (most ranks get no element); 512 B gives every rank at least one element up to 128 ranks; the
+// largest is out of any cache here, so the slope beyond it is the memory system's, not the cache's.
+inline constexpr size_t kCalibrationBytes[] = {8,          512,        2 * 1024,        8 * 1024,       32 * 1024,
+                                               128 * 1024, 512 * 1024, 2 * 1024 * 1024, 8 * 1024 * 1024};
+inline constexpr int kCalibrationPoints = 9;
 
 // One algorithm's measured all-reduce times at kCalibrationBytes.
 struct MeasuredCurve {
@@ -29,7 +32,7 @@ struct MeasuredCurve {
   float seconds[kCalibrationPoints] = {};
 };
 
-// Trivially copyable: rank 0's copy is sent to every rank, and cached in a file.
+// Trivially copyable: rank 0's copy is cached in a file and, when read from it, sent to every rank.
 struct CostModel {
   double alpha = 2e-6;          // seconds per dependent step (one hop)
   double beta = 1.0 / 4e9;      // seconds per byte through one rank in a step

@@ -1,6 +1,7 @@
 // registry.cpp - the list of algorithms (one line each) and selection (see registry.hpp).
 #include "algorithms/registry.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <string_view>
 
@@ -104,7 +105,22 @@ Status parseAlgoOverride(const std::string& text, std::vector<AlgoRule>* rules) 
 
 namespace {
 
-int sizeClass(size_t bytes) { return bytes == 0 ? 0 : 64 - __builtin_clzll(bytes); }
+// Octave k (1..64: bytes in [2^(k-1), 2^k)) times 8, plus the three bits after the leading one.
+constexpr int kPerOctave = 8;
+int sizeClass(size_t bytes) {
+  if (bytes == 0) return 0;
+  const int k = 64 - __builtin_clzll(bytes);
+  const int sub = k >= 4 ? static_cast<int>((bytes >> (k - 4)) & 7) : static_cast<int>((bytes << (4 - k)) & 7);
+  return k * kPerOctave + sub;
+}
+
+// The size a class is priced at: the geometric middle of its range.
+size_t classBytes(int cls) {
+  if (cls < kPerOctave) return 0;
+  const int k = cls / kPerOctave, sub = cls % kPerOctave;
+  const double lo = std::ldexp(1.0 + sub / 8.0, k - 1), hi = std::ldexp(1.0 + (sub + 1) / 8.0, k - 1);
+  return std::max<size_t>(1, static_cast<size_t>(std::sqrt(lo * hi)));
+}
 
 // An op of `bytes` in opBytes' convention, for pricing (uint8 elements).
 OpArgs opOfBytes(Collective coll, size_t bytes, int nranks) {
@@ -127,12 +143,12 @@ AlgorithmSelector::AlgorithmSelector(std::vector<AlgoRule> rules, CostModel mode
 }
 
 void AlgorithmSelector::prepare() {
+  static_assert(kClassesPerOctave == kPerOctave, "sizeClass() splits an octave in 8");
   for (int c = 0; c < kNumCollectives; ++c) {
     for (int k = 0; k < kSizeClasses; ++k) {
-      // The middle of the class [2^(k-1), 2^k) on a log scale.
-      const size_t bytes = k == 0 ? 0 : static_cast<size_t>(std::ldexp(1.4142135623730951, k - 1));
+      if (k > 0 && k < kClassesPerOctave) continue;  // no such class
       std::string unused;
-      table_[c][k] = cheapest(opOfBytes(static_cast<Collective>(c), bytes, nranks_), &unused);
+      table_[c][k] = cheapest(opOfBytes(static_cast<Collective>(c), classBytes(k), nranks_), &unused);
     }
   }
 }

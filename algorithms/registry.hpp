@@ -43,7 +43,10 @@ class AlgorithmSelector {
   Status select(const OpArgs& op, int nranks, const Algorithm** out) const;
 
  private:
-  static constexpr int kSizeClasses = 65;  // floor(log2(bytes)) + 1; class 0 is 0 bytes
+  // Size classes: 8 per power of two (a class spans 9-12 % in size, so a crossover between two
+  // algorithms is placed within that); class 0 is 0 bytes. See sizeClass() in registry.cpp.
+  static constexpr int kClassesPerOctave = 8;
+  static constexpr int kSizeClasses = 65 * kClassesPerOctave;
   struct ResolvedRule {
     AlgoRule rule;
     const Algorithm* byCollective[kNumCollectives] = {};

@@ -398,7 +398,8 @@ struct SizeResult {
 };
 
 // The sweep of args over `comms` (same ranks, e.g. one per forced algorithm). Within every trial of
-// every size, each communicator runs its timed loop in turn, so all of them see the same machine.
+// every size, each communicator runs its timed loop in turn (the order rotating from trial to
+// trial), so all of them see the same machine.
 // Fills (*results)[k] on rank 0; returns the wrong-element total or -1.
 long long sweep(const std::vector<zcollComm_t>& comms, const Args& a, FILE* out,
                 std::vector<std::vector<SizeResult>>* results) {
@@ -459,7 +460,8 @@ long long sweep(const std::vector<zcollComm_t>& comms, const Args& a, FILE* out,
     }
     std::vector<std::array<double, kMaxTrials>> tt(K);
     for (int tr = 0; tr < trials; ++tr) {
-      for (size_t k = 0; k < K; ++k) {
+      for (size_t j = 0; j < K; ++j) {
+        const size_t k = (j + static_cast<size_t>(tr)) % K;  // rotated: no communicator always goes first
         double zero = 0;
         if (!sumOver(comms[k], &zero)) return fail(comms[k], zcollInternalError);  // barrier
         double t0 = now();

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "comm/communicator.hpp"
+#include "comm/log.hpp"
 
 namespace zcoll {
 
@@ -93,12 +94,13 @@ Status Communicator::calibrate() {
   }
   if (!barrier) return internalError("calibration needs a barrier algorithm");
   const OpArgs barrierOp{Collective::Barrier, nullptr, nullptr, 0, DataType::Uint8};
-  // At each size, every algorithm runs a few ops in turn per trial (so all see the same machine), and
-  // the median of its trials is kept. Several ops per sample smooth out the scheduler's hiccups
-  // when ranks share cores.
-  static constexpr int kWarmup[kCalibrationPoints] = {3, 2, 2, 1, 1, 1};
-  static constexpr int kTrials[kCalibrationPoints] = {9, 7, 7, 5, 5, 5};
-  static constexpr int kOpsPerSample[kCalibrationPoints] = {8, 4, 4, 2, 2, 1};
+  // At each size, every algorithm runs a few ops in turn per trial (so all see the same machine).
+  // Several ops per sample smooth out the scheduler's hiccups when ranks share cores.
+  static constexpr int kWarmup[kCalibrationPoints] = {3, 3, 3, 2, 2, 2, 1, 1, 1};
+  static constexpr int kTrials[kCalibrationPoints] = {9, 9, 9, 9, 9, 7, 7, 5, 5};
+  static constexpr int kOpsPerSample[kCalibrationPoints] = {16, 16, 16, 8, 8, 4, 2, 1, 1};
+  constexpr int kMaxTrials = 9;
+  constexpr int kMaxCurves = static_cast<int>(std::size(CostModel{}.allReduce));
   CostModel m;
   m.curves = static_cast<int>(algos.size());
   // Sizes of more than 256 chunks per rank would make the probe slow with small chunks: they are left
@@ -110,10 +112,15 @@ Status Communicator::calibrate() {
   for (size_t i = 0; i < algos.size(); ++i)
     std::snprintf(m.allReduce[i].algo, sizeof m.allReduce[i].algo, "%.*s", static_cast<int>(algos[i]->name().size()),
                   algos[i]->name().data());
+  // This rank's seconds per op, [point][algorithm][trial].
+  struct Samples {
+    float t[kCalibrationPoints][kMaxCurves][kMaxTrials];
+  };
+  std::vector<Samples> samples(static_cast<size_t>(n));
+  Samples& mine = samples[static_cast<size_t>(rank_)];
   for (int k = 0; k < m.points; ++k) {
     OpArgs op{Collective::AllReduce, buf, buf + kMaxFloats, kCalibrationBytes[k] / sizeof(float), DataType::Float32,
               RedOp::Sum};
-    std::vector<std::array<double, 16>> t(algos.size());
     for (int trial = -kWarmup[k]; trial < kTrials[k]; ++trial) {
       // The order rotates with the trial, so no algorithm always comes first after the barrier.
       for (size_t j = 0; j < algos.size(); ++j) {
@@ -124,14 +131,32 @@ Status Communicator::calibrate() {
         const int64_t start = nowNs();
         for (int rep = 0; rep < kOpsPerSample[k]; ++rep)
           if (Status s = execute(op, *algos[i]); !s) return s;
-        if (trial >= 0) t[i][trial] = static_cast<double>(nowNs() - start) * 1e-9 / kOpsPerSample[k];
+        if (trial >= 0) mine.t[k][i][trial] = static_cast<float>(static_cast<double>(nowNs() - start) * 1e-9 / kOpsPerSample[k]);
       }
     }
+  }
+  // A sample is the mean over ranks (as zcoll-bench reports it: one rank alone may finish early, e.g.
+  // the root of a broadcast phase); the figure is the median of the samples. Every rank gets every
+  // rank's samples and computes the same model.
+  if (Status s = bootstrap_->allGather(samples.data(), sizeof(Samples)); !s) return s;
+  for (int k = 0; k < m.points; ++k) {
     for (size_t i = 0; i < algos.size(); ++i) {
-      std::sort(t[i].begin(), t[i].begin() + kTrials[k]);
-      m.allReduce[i].seconds[k] = static_cast<float>(t[i][kTrials[k] / 2]);
+      std::array<double, kMaxTrials> trials{};
+      for (int tr = 0; tr < kTrials[k]; ++tr) {
+        for (int r = 0; r < n; ++r) trials[tr] += samples[static_cast<size_t>(r)].t[k][i][tr];
+        trials[tr] /= n;
+      }
+      std::sort(trials.begin(), trials.begin() + kTrials[k]);
+      m.allReduce[i].seconds[k] = static_cast<float>(trials[kTrials[k] / 2]);
     }
   }
+  if (rank_ == 0)
+    for (size_t i = 0; i < algos.size(); ++i) {
+      std::string row;
+      for (int k = 0; k < m.points; ++k) row += fmt::format(" {:.2f}", m.allReduce[i].seconds[k] * 1e6);
+      ZCOLL_INFO(Init, rank_, "calibration: {} ranks, all-reduce by {:<6} (us at {} sizes from 8 B):{}", n,
+                 m.allReduce[i].algo, m.points, row);
+    }
   // The analytic model of the other collectives, from the ring's figures.
   for (int i = 0; i < m.curves; ++i) {
     if (std::string_view(m.allReduce[i].algo) != "ring") continue;
@@ -142,11 +167,8 @@ Status Communicator::calibrate() {
                       1e-12);
     m.message = 0.1 * m.alpha;
   }
-  all.assign(static_cast<size_t>(n), Shared{});
-  all[rank_].model = m;
-  if (Status s = bootstrap_->allGather(all.data(), sizeof(Shared)); !s) return s;
-  selector_.setModel(all[0].model);
-  if (rank_ == 0) writeCache(path, key, all[0].model);
+  selector_.setModel(m);
+  if (rank_ == 0) writeCache(path, key, m);
   return Status::ok();
 }
 
