@@ -15,9 +15,16 @@ Primitives::Primitives(const OpArgs& op, AlgoContext& ctx, std::string_view algo
       reduce_(reduceFunction(op.dtype, op.op)),
       finalize_(finalizeFunction(op.dtype, op.op)) {}
 
+const char* Primitives::stepKind() const {
+  if (stepRecv_ && stepSend_) return stepReduce_ ? (stepStore_ ? "recvReduceCopySend" : "recvReduceSend") : "recvCopySend";
+  if (stepRecv_) return stepReduce_ ? "recvReduce" : "recv";
+  return "send";
+}
+
 Status Primitives::waitFailure(WaitResult r, int peer, std::string_view what) const {
-  std::string where = fmt::format("{} #{} ({}, {} x {}): rank {} {} rank {}", collectiveName(op_.coll), op_.seq,
-                                  algoName_, op_.count, dataTypeName(op_.dtype), ctx_.rank, what, peer);
+  const std::string step = steps_ ? fmt::format(" at step {} ({}, {} bytes)", steps_, stepKind(), stepBytes_) : "";
+  const std::string where = fmt::format("{} #{} ({}, {} x {}): rank {}{} {} rank {}", collectiveName(op_.coll), op_.seq,
+                                        algoName_, op_.count, dataTypeName(op_.dtype), ctx_.rank, step, what, peer);
   if (r == WaitResult::Aborted) return Status(StatusCode::Aborted, where + ": communicator aborted");
   if (r == WaitResult::PeerDied)
     return Status(StatusCode::RemoteError,
@@ -30,6 +37,12 @@ Status Primitives::step(int recvPeer, int sendPeer, const void* local, void* dst
   if (n == 0) return Status::ok();
   Transport* t = ctx_.transport;
   const size_t bytes = n * elemSize_;
+  ++steps_;
+  stepBytes_ = bytes;
+  stepRecv_ = recvPeer >= 0;
+  stepSend_ = sendPeer >= 0;
+  stepReduce_ = reduce;
+  stepStore_ = dst != nullptr;
   RecvChunk in;
   SendSlot out;
   if (recvPeer >= 0) {

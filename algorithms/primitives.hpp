@@ -57,11 +57,18 @@ class Primitives {
     finalize(dst, n);
   }
 
-  // The Status of a wait that did not end in Ready, naming the op, the step and the peer.
+  // The Status of a wait that did not end in Ready, naming the op, the algorithm step (the number
+  // of the primitive in this rank's schedule, its kind and size) and the peer.
   Status waitFailure(WaitResult r, int peer, std::string_view what) const;
 
  private:
   Status step(int recvPeer, int sendPeer, const void* local, void* dst, size_t n, bool reduce, bool finalize);
+  const char* stepKind() const;
+
+  // The step in progress, for failure messages only: a counter and a few stores per chunk.
+  int64_t steps_ = 0;
+  size_t stepBytes_ = 0;
+  bool stepRecv_ = false, stepSend_ = false, stepReduce_ = false, stepStore_ = false;
 
   const OpArgs& op_;
   AlgoContext& ctx_;

@@ -137,13 +137,19 @@ zcollResult_t zcollCommInitFromEnv(zcollComm_t* comm, const zcollConfig_t* apiCo
     if (env.rank == 0) {
       SockAddr bound;
       Status s = RendezvousRoot::start(id.root, id.secret, config.timeoutMs, &bound);
-      if (!s) {
-        // MASTER_ADDR may name this host by an address we cannot bind: listen on all addresses.
-        SockAddr any;
-        if (Status r = resolveAddress(id.root.family() == AF_INET6 ? "::" : "0.0.0.0", env.rendezvousPort, &any); !r)
-          return r;
-        if (Status r = RendezvousRoot::start(any, id.secret, config.timeoutMs, &bound); !r)
-          return std::move(s).withContext(fmt::format("{} ({})", env.source, r.message()));
+      if (!s && !config.socketIfname.empty()) {
+        // MASTER_ADDR may name this host by an address it cannot bind (an alias, NAT): listen on the
+        // configured interface instead, never on every address.
+        SockAddr at;
+        if (Status r = interfaceAddress(config.socketIfname, &at); !r) return r;
+        at.setPort(env.rendezvousPort);
+        if (Status r = RendezvousRoot::start(at, id.secret, config.timeoutMs, &bound); !r)
+          return std::move(s).withContext(fmt::format("{} (and on ZCOLL_SOCKET_IFNAME: {})", env.source, r.message()));
+      } else if (!s) {
+        return std::move(s).withContext(fmt::format(
+            "{}: rank 0 cannot listen at the rendezvous address (set ZCOLL_SOCKET_IFNAME to listen on an "
+            "interface of this host instead)",
+            env.source));
       }
     }
     Status s = initRank(comm, env.size, id, env.rank, apiConfig);

@@ -76,14 +76,15 @@ Status Bootstrap::rendezvous(const UniqueIdFields& id) {
                           id.root.toString(), nranks_, timeoutMs_);
     return std::move(s).withContext(fmt::format("rank {}: rendezvous: waiting for root {}", rank_, id.root.toString()));
   }
-  if (r.magic != wire::kReplyMagic) return remoteError("rendezvous: malformed reply from root {}", id.root.toString());
-  r.message[sizeof r.message - 1] = 0;
-  if (r.code != 0) return Status(static_cast<StatusCode>(r.code), fmt::format("rendezvous root: {}", r.message));
+  StatusCode code = StatusCode::Ok;
+  if (Status s = wire::checkReply(&r, &code); !s)
+    return std::move(s).withContext(fmt::format("rendezvous: root {}", id.root.toString()));
+  if (code != StatusCode::Ok) return Status(code, fmt::format("rendezvous root: {}", r.message));
   peers_.resize(static_cast<size_t>(nranks_));
   if (Status s = recvAll(root.get(), peers_.data(), peers_.size() * sizeof(PeerInfo), deadline, abort_); !s)
     return std::move(s).withContext("rendezvous: receiving the peer table");
   for (int i = 0; i < nranks_; ++i)
-    if (peers_[i].rank != i) return remoteError("rendezvous: peer table entry {} names rank {}", i, peers_[i].rank);
+    if (Status s = wire::checkPeerInfo(peers_[i], i); !s) return std::move(s).withContext("rendezvous: peer table");
   nonce_ = r.nonce;
   ZCOLL_TRACE(Boot, rank_, "rendezvous done: {} ranks, listening on {}", nranks_, bound.toString());
   return Status::ok();
@@ -118,16 +119,13 @@ Status Bootstrap::connectRing() {
     // A stranger gets a short budget so it cannot hold up the ring.
     Deadline helloDeadline = Deadline::atNs(std::min(deadline.ns(), nowNs() + 5'000'000'000));
     Status s = recvAll(c.get(), &in, sizeof in, helloDeadline, abort_);
-    Secret got;
-    std::memcpy(got.data(), in.secret, got.size());
-    if (s && in.magic == wire::kRingMagic && in.version == wire::kVersion && secretsEqual(got, secret_) &&
-        in.nonce == nonce_ && in.rank == prev) {
+    if (s.code() == StatusCode::Aborted) return s;
+    if (s) s = wire::checkRingHello(in, secret_, nonce_, prev);
+    if (s) {
       prev_ = std::move(c);
       break;
     }
-    if (s.code() == StatusCode::Aborted) return s;
-    ZCOLL_WARN(Boot, rank_, "bootstrap ring: dropped connection from {}: {}", from.toString(),
-               s ? "wrong secret, nonce or rank" : s.message());
+    ZCOLL_WARN(Boot, rank_, "bootstrap ring: dropped connection from {}: {}", from.toString(), s.message());
   }
   listen_.reset();
   return Status::ok();

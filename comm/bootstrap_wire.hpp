@@ -1,10 +1,13 @@
 // bootstrap_wire.hpp - the bootstrap's messages. Fixed-size, trivially copyable; a message that is
-// not exactly one of these (magic, version, secret, sizes) is dropped by the receiver.
+// not exactly one of these (magic, version, secret, sizes, field ranges) is dropped by the receiver.
+// The check* functions are the only parsers of received bytes: pure, so they are fuzzed
+// (tests/fuzz/bootstrap_wire_fuzz.cpp).
 #pragma once
 
 #include <cstdint>
 
 #include "comm/bootstrap.hpp"
+#include "comm/unique_id.hpp"
 
 namespace zcoll::wire {
 
@@ -38,5 +41,17 @@ struct RingHello {  // rank -> next rank
   int32_t rank;
   int32_t pad;
 };
+
+// A peer's self-description, as received: rank as expected, a TCP/IP listening address, a
+// NUL-terminated host name.
+Status checkPeerInfo(const PeerInfo& p, int expectedRank);
+// A rank's hello at the rendezvous root: the id's secret, a rank inside nranks <= kMaxRanks, and its
+// own valid PeerInfo.
+Status checkHello(const Hello& h, const Secret& secret);
+// The root's reply header: on success *code is what the root reports (Success or a StatusCode) and
+// message is NUL-terminated.
+Status checkReply(Reply* r, StatusCode* code);
+// A ring neighbour's hello: secret, this communicator's nonce and the expected rank.
+Status checkRingHello(const RingHello& h, const Secret& secret, uint64_t nonce, int expectedRank);
 
 }  // namespace zcoll::wire

@@ -87,16 +87,9 @@ bool RootService::readHello(Pending& p) {
                bound_.toString(), p.from.toString(), p.got, sizeof p.hello);
     return false;
   }
-  const wire::Hello& h = p.hello;
-  Secret s;
-  std::memcpy(s.data(), h.secret, s.size());
-  if (h.magic != wire::kHelloMagic || h.version != wire::kVersion || !secretsEqual(s, secret_)) {
-    ZCOLL_WARN(Boot, -1, "rendezvous {}: dropped connection from {}: not a zcoll peer of this id (bad magic or secret)",
-               bound_.toString(), p.from.toString());
-    return false;
-  }
-  if (h.nranks < 1 || h.nranks > wire::kMaxRanks || h.rank < 0 || h.rank >= h.nranks) {
-    ZCOLL_WARN(Boot, -1, "rendezvous: dropped {}: rank {} of {} is out of range", p.from.toString(), h.rank, h.nranks);
+  if (Status s = wire::checkHello(p.hello, secret_); !s) {
+    ZCOLL_WARN(Boot, -1, "rendezvous {}: dropped connection from {}: {}", bound_.toString(), p.from.toString(),
+               s.message());
     return false;
   }
   return true;

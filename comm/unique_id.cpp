@@ -58,6 +58,8 @@ Status decodeUniqueId(const char in[kUniqueIdBytes], UniqueIdFields* out) {
   int port = get16(in + 8);
   if (port == 0) return invalidArgument("commId: port 0");
   if (family == AF_INET) {
+    for (size_t i = 14; i < 26; ++i)  // an IPv4 address leaves the rest of the 16-byte field zero
+      if (in[i] != 0) return invalidArgument("commId: corrupted (address padding)");
     auto* a = reinterpret_cast<sockaddr_in*>(&f.root.storage);
     a->sin_family = AF_INET;
     std::memcpy(&a->sin_addr, in + 10, 4);

@@ -3,8 +3,11 @@
 // usable afterwards.
 #include <gtest/gtest.h>
 
+#include <stdlib.h>
+
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -179,6 +182,167 @@ TEST_F(BadInput, Introspection) {
                  "datatype", "algorithmFor type");
   expectRejected(zcollCommAlgorithmFor(comm_, nullptr, 100, zcollFloat, buf, sizeof buf), zcollInvalidArgument,
                  "collective", "algorithmFor null");
+}
+
+// The arguments of one data-moving call; each invalid class below changes one of them.
+struct CallArgs {
+  zcollComm_t comm;
+  const void* send;
+  void* recv;
+  size_t count;
+  zcollDataType_t type;
+  zcollRedOp_t op;
+  int root;  // root or peer
+  zcollStream_t stream;
+};
+
+struct EntryPoint {
+  const char* name;
+  std::function<zcollResult_t(const CallArgs&)> call;
+  bool hasOp, hasRoot, hasStream;
+  const char* rootArg;  // "root" or "peer"
+  const char* bufArg;   // the buffer argument a NULL is reported as
+};
+
+std::vector<EntryPoint> entryPoints() {
+  static zcollRequest_t req = nullptr;
+  auto async = [](zcollResult_t r) {  // a request that did get queued must be completed
+    if (r == zcollSuccess) (void)zcollWait(req);
+    return r;
+  };
+  return {
+      {"zcollAllReduce", [](const CallArgs& a) { return zcollAllReduce(a.send, a.recv, a.count, a.type, a.op, a.comm, a.stream); },
+       true, false, true, "", "sendbuff"},
+      {"zcollAllGather", [](const CallArgs& a) { return zcollAllGather(a.send, a.recv, a.count, a.type, a.comm, a.stream); },
+       false, false, true, "", "sendbuff"},
+      {"zcollReduceScatter",
+       [](const CallArgs& a) { return zcollReduceScatter(a.send, a.recv, a.count, a.type, a.op, a.comm, a.stream); }, true,
+       false, true, "", "sendbuff"},
+      {"zcollBroadcast",
+       [](const CallArgs& a) { return zcollBroadcast(a.send, a.recv, a.count, a.type, a.root, a.comm, a.stream); }, false,
+       true, true, "root", "sendbuff"},
+      {"zcollReduce",
+       [](const CallArgs& a) { return zcollReduce(a.send, a.recv, a.count, a.type, a.op, a.root, a.comm, a.stream); }, true,
+       true, true, "root", "sendbuff"},
+      {"zcollGather", [](const CallArgs& a) { return zcollGather(a.send, a.recv, a.count, a.type, a.root, a.comm, a.stream); },
+       false, true, true, "root", "sendbuff"},
+      {"zcollScatter",
+       [](const CallArgs& a) { return zcollScatter(a.send, a.recv, a.count, a.type, a.root, a.comm, a.stream); }, false, true,
+       true, "root", "sendbuff"},
+      {"zcollAlltoAll", [](const CallArgs& a) { return zcollAlltoAll(a.send, a.recv, a.count, a.type, a.comm, a.stream); },
+       false, false, true, "", "sendbuff"},
+      {"zcollSend", [](const CallArgs& a) { return zcollSend(a.send, a.count, a.type, a.root, a.comm, a.stream); }, false,
+       true, true, "peer", "sendbuff"},
+      {"zcollRecv", [](const CallArgs& a) { return zcollRecv(a.recv, a.count, a.type, a.root, a.comm, a.stream); }, false,
+       true, true, "peer", "recvbuff"},
+      {"zcollAllReduceAsync",
+       [=](const CallArgs& a) { return async(zcollAllReduceAsync(a.send, a.recv, a.count, a.type, a.op, a.comm, &req)); },
+       true, false, false, "", "sendbuff"},
+      {"zcollAllGatherAsync",
+       [=](const CallArgs& a) { return async(zcollAllGatherAsync(a.send, a.recv, a.count, a.type, a.comm, &req)); }, false,
+       false, false, "", "sendbuff"},
+      {"zcollReduceScatterAsync",
+       [=](const CallArgs& a) {
+         return async(zcollReduceScatterAsync(a.send, a.recv, a.count, a.type, a.op, a.comm, &req));
+       },
+       true, false, false, "", "sendbuff"},
+      {"zcollBroadcastAsync",
+       [=](const CallArgs& a) { return async(zcollBroadcastAsync(a.send, a.recv, a.count, a.type, a.root, a.comm, &req)); },
+       false, true, false, "root", "sendbuff"},
+      {"zcollReduceAsync",
+       [=](const CallArgs& a) {
+         return async(zcollReduceAsync(a.send, a.recv, a.count, a.type, a.op, a.root, a.comm, &req));
+       },
+       true, true, false, "root", "sendbuff"},
+  };
+}
+
+// Every data-moving entry point, with each class of invalid argument: the documented code, a
+// message naming the argument, and the call still works with valid arguments afterwards.
+TEST_F(BadInput, EveryEntryPointRejectsEveryInvalidClass) {
+  zcollUniqueId id;
+  ASSERT_EQ(zcollGetUniqueId(&id), zcollSuccess);
+  zcollComm_t dead = nullptr;
+  ASSERT_EQ(zcollCommInitRank(&dead, 1, id, 0), zcollSuccess);
+  ASSERT_EQ(zcollCommDestroy(dead), zcollSuccess);
+  int fakeStream = 0;
+  const CallArgs good{comm_, buf_, out_, 4, zcollFloat, zcollSum, 0, nullptr};
+  int checked = 0;
+  for (const EntryPoint& e : entryPoints()) {
+    auto reject = [&](CallArgs a, zcollResult_t want, const char* arg, const char* what) {
+      expectRejected(e.call(a), want, arg, (std::string(e.name) + ": " + what).c_str());
+      ++checked;
+    };
+    CallArgs a = good;
+    a.comm = nullptr;
+    reject(a, zcollInvalidArgument, "comm", "NULL communicator");
+    a.comm = dead;
+    reject(a, zcollInvalidUsage, "not a live communicator", "destroyed communicator");
+    a = good;
+    a.send = nullptr;
+    a.recv = nullptr;
+    reject(a, zcollInvalidArgument, e.bufArg, "NULL buffers");
+    a = good;
+    a.type = static_cast<zcollDataType_t>(zcollNumTypes);
+    reject(a, zcollInvalidArgument, "datatype", "datatype out of range");
+    a.type = static_cast<zcollDataType_t>(-1);
+    reject(a, zcollInvalidArgument, "datatype", "negative datatype");
+    a = good;
+    a.count = SIZE_MAX / 2;
+    reject(a, zcollInvalidArgument, "count", "count overflow");
+    if (e.hasOp) {
+      a = good;
+      a.op = static_cast<zcollRedOp_t>(zcollNumOps);
+      reject(a, zcollInvalidArgument, "op", "op out of range");
+    }
+    if (e.hasRoot) {
+      a = good;
+      a.root = 1;
+      reject(a, zcollInvalidArgument, e.rootArg, "root/peer = nranks");
+      a.root = -1;
+      reject(a, zcollInvalidArgument, e.rootArg, "negative root/peer");
+    }
+    if (e.hasStream) {
+      a = good;
+      a.stream = &fakeStream;
+      reject(a, zcollInvalidArgument, "stream", "non-null stream without CUDA");
+    }
+    // Send/recv to self must be paired in a group; everything else works as is.
+    if (std::string(e.name) != "zcollSend" && std::string(e.name) != "zcollRecv")
+      EXPECT_EQ(e.call(good), zcollSuccess) << e.name << ": " << zcollGetLastError(comm_);
+  }
+  EXPECT_GE(checked, 15 * 7);
+}
+
+TEST(BadInputInit, InitFromEnvArguments) {
+  EXPECT_EQ(zcollCommInitFromEnv(nullptr, nullptr), zcollInvalidArgument);
+  EXPECT_NE(std::string(zcollGetLastError(nullptr)).find("comm"), std::string::npos) << zcollGetLastError(nullptr);
+  // No launcher variables at all.
+  for (const char* v : {"RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE",
+                        "SLURM_PROCID", "SLURM_NTASKS", "ZCOLL_COMM_ID", "MASTER_ADDR", "MASTER_PORT"})
+    unsetenv(v);
+  zcollComm_t comm = nullptr;
+  EXPECT_EQ(zcollCommInitFromEnv(&comm, nullptr), zcollInvalidArgument);
+  EXPECT_NE(std::string(zcollGetLastError(nullptr)).find("RANK"), std::string::npos) << zcollGetLastError(nullptr);
+  // A rank outside the world, and a malformed secret.
+  setenv("RANK", "4", 1);
+  setenv("WORLD_SIZE", "2", 1);
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  setenv("MASTER_PORT", "29511", 1);
+  EXPECT_EQ(zcollCommInitFromEnv(&comm, nullptr), zcollInvalidArgument);
+  EXPECT_NE(std::string(zcollGetLastError(nullptr)).find("RANK"), std::string::npos) << zcollGetLastError(nullptr);
+  setenv("RANK", "0", 1);
+  setenv("ZCOLL_BOOTSTRAP_SECRET", "not-hex", 1);
+  EXPECT_EQ(zcollCommInitFromEnv(&comm, nullptr), zcollInvalidArgument);
+  EXPECT_NE(std::string(zcollGetLastError(nullptr)).find("ZCOLL_BOOTSTRAP_SECRET"), std::string::npos)
+      << zcollGetLastError(nullptr);
+  zcollConfig_t cfg = ZCOLL_CONFIG_INITIALIZER;
+  cfg.timeoutMs = -5;
+  unsetenv("ZCOLL_BOOTSTRAP_SECRET");
+  EXPECT_EQ(zcollCommInitFromEnv(&comm, &cfg), zcollInvalidArgument);
+  EXPECT_NE(std::string(zcollGetLastError(nullptr)).find("timeoutMs"), std::string::npos) << zcollGetLastError(nullptr);
+  EXPECT_EQ(comm, nullptr);
+  for (const char* v : {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}) unsetenv(v);
 }
 
 TEST(BadInputInit, DestroyedCommunicator) {

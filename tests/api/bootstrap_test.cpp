@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstring>
 #include <thread>
+#include <unistd.h>
 
 #include "comm/unique_id.hpp"
 #include "zcoll/zcoll.h"
@@ -20,7 +21,7 @@ zcollConfig_t shortTimeout(int ms) {
   return c;
 }
 
-TEST(Bootstrap, WrongSecretIsRefusedAndTheRightRanksCarryOn) {
+TEST(Bootstrap, StrangersAreDroppedAndTheRightRanksCarryOn) {
   zcollUniqueId id;
   ASSERT_EQ(zcollGetUniqueId(&id), zcollSuccess);
   UniqueIdFields f;
@@ -46,10 +47,35 @@ TEST(Bootstrap, WrongSecretIsRefusedAndTheRightRanksCarryOn) {
     close(fd);
   }
 
+  // A connection that says nothing (it holds nobody up: the root polls every connection), one that
+  // sends half a hello and closes, and one of random bytes.
+  auto connectRoot = [&] {
+    int fd = socket(f.root.family(), SOCK_STREAM, 0);
+    EXPECT_EQ(connect(fd, reinterpret_cast<const sockaddr*>(&f.root.storage), f.root.len), 0);
+    return fd;
+  };
+  const int silent = connectRoot();
+  {
+    int fd = connectRoot();
+    const char half[40] = {'L', 'H', 'B', 'z', 1};
+    EXPECT_GT(send(fd, half, sizeof half, MSG_NOSIGNAL), 0);
+    close(fd);
+  }
+  {
+    int fd = connectRoot();
+    Secret noise;
+    for (int i = 0; i < 64; ++i) {
+      ASSERT_TRUE(randomSecret(&noise).isOk());
+      if (send(fd, noise.data(), noise.size(), MSG_NOSIGNAL) <= 0) break;
+    }
+    close(fd);
+  }
+
   zcollComm_t comms[2] = {};
   std::thread other([&] { EXPECT_EQ(zcollCommInitRankConfig(&comms[1], 2, id, 1, &cfg), zcollSuccess); });
   EXPECT_EQ(zcollCommInitRankConfig(&comms[0], 2, id, 0, &cfg), zcollSuccess) << zcollGetLastError(nullptr);
   other.join();
+  close(silent);
   for (zcollComm_t c : comms) {
     if (c) {
       EXPECT_EQ(zcollCommDestroy(c), zcollSuccess);

@@ -195,6 +195,7 @@ TEST(Failures, TimeoutNamesThePeer) {
     std::string msg = zcollGetLastError(comm);
     EXPECT_NE(msg.find("allreduce #0"), std::string::npos) << msg;
     EXPECT_NE(msg.find("rank 1"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(" at step "), std::string::npos) << msg;  // the algorithm step
     zcollResult_t async = zcollSuccess;
     EXPECT_EQ(zcollCommGetAsyncError(comm, &async), zcollSuccess);
     EXPECT_EQ(async, zcollTimeout);

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -139,37 +140,47 @@ TEST_F(Process, AKilledRankMakesTheOthersFailOrStop) {
   EXPECT_LT(r.seconds, 10.0);
 }
 
-// Without a launcher to stop them, the survivors of a SIGKILLed rank fail on their own, well before
-// their timeout (60 s here): the shm transport watches the peers' processes.
-TEST_F(Process, SurvivorsOfAKilledRankFailFast) {
-  int port = 0;
-  {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    port = ntohs(a.sin_port);
-    close(fd);
-  }
-  const auto start = std::chrono::steady_clock::now();
+// A free TCP port on loopback, for a rendezvous.
+int freePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return -1;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+// n ranks of rank_prog with torchrun's variables and no launcher to stop them.
+std::vector<pid_t> forkRanks(const std::string& prog, int n, const std::vector<std::string>& args, int timeoutS) {
+  const int port = freePort();
   std::vector<pid_t> pids;
-  for (int rank = 0; rank < 3; ++rank) {
+  for (int rank = 0; rank < n; ++rank) {
     pid_t pid = fork();
-    ASSERT_GE(pid, 0);
     if (pid == 0) {
       setenv("RANK", std::to_string(rank).c_str(), 1);
-      setenv("WORLD_SIZE", "3", 1);
+      setenv("WORLD_SIZE", std::to_string(n).c_str(), 1);
       setenv("MASTER_ADDR", "127.0.0.1", 1);
       setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
-      setenv("ZCOLL_TIMEOUT_S", "60", 1);
-      execl(prog_.c_str(), prog_.c_str(), "kill-rank", "2", static_cast<char*>(nullptr));
+      setenv("ZCOLL_TIMEOUT_S", std::to_string(timeoutS).c_str(), 1);
+      std::vector<char*> argv{const_cast<char*>(prog.c_str())};
+      for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      execv(prog.c_str(), argv.data());
       _exit(127);
     }
     pids.push_back(pid);
   }
+  return pids;
+}
+
+// Without a launcher to stop them, the survivors of a SIGKILLed rank fail on their own, well before
+// their timeout (60 s here): the shm transport watches the peers' processes.
+TEST_F(Process, SurvivorsOfAKilledRankFailFast) {
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<pid_t> pids = forkRanks(prog_, 3, {"kill-rank", "2"}, 60);
   for (int rank = 0; rank < 3; ++rank) {
     int st = 0;
     ASSERT_EQ(waitpid(pids[rank], &st, 0), pids[rank]);
@@ -181,6 +192,30 @@ TEST_F(Process, SurvivorsOfAKilledRankFailFast) {
   }
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_LT(s, 5.0) << "the survivors waited for their timeout instead of noticing the dead peer";
+}
+
+// A rank SIGKILLed from outside in the middle of a stream of 4 MiB all-reduces: every survivor's call
+// returns an error within the timeout plus one second (here: in well under a second, through the peer
+// watch), and zcollCommGetAsyncError reports the same error (rank_prog exits 4 only then).
+TEST_F(Process, ARankKilledMidCollectiveFailsTheOthersWithinTheTimeout) {
+  for (int timeoutS : {60, 2}) {
+    std::vector<pid_t> pids = forkRanks(prog_, 3, {"loop"}, timeoutS);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // joined, calibrated, looping
+    ASSERT_EQ(kill(pids[1], SIGKILL), 0);
+    const auto killed = std::chrono::steady_clock::now();
+    double worst = 0;
+    for (int rank = 0; rank < 3; ++rank) {
+      int st = 0;
+      ASSERT_EQ(waitpid(pids[rank], &st, 0), pids[rank]);
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+      if (rank == 1) continue;
+      worst = std::max(worst, s);
+      EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 4)
+          << "rank " << rank << " status " << st << " (4: failed and the async error agrees)";
+    }
+    std::printf("timeout %d s: survivors failed %.3f s after the kill\n", timeoutS, worst);
+    EXPECT_LT(worst, timeoutS + 1.0);
+  }
 }
 
 TEST_F(Process, InterruptIsForwarded) {

@@ -6,6 +6,8 @@
  *   rank_prog kill-rank K      rank K kills itself (SIGKILL) before an all-reduce; the others report the
  *                              error they get and exit 4 (5 if the call wrongly succeeded)
  *   rank_prog hang             rank 0 waits in an all-reduce that rank 1 never joins (rank 1 sleeps)
+ *   rank_prog loop             4 MiB all-reduces until one fails (a rank is killed from outside); exits
+ *                              4 if zcollCommGetAsyncError reports the same error, 6 if not
  */
 #include <signal.h>
 #include <stdio.h>
@@ -49,7 +51,7 @@ static int check(zcollComm_t comm, int rank, int n) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: rank_prog check | exit-rank K | kill-rank K | hang\n");
+    fprintf(stderr, "usage: rank_prog check | exit-rank K | kill-rank K | hang | loop\n");
     return 2;
   }
   zcollComm_t comm = NULL;
@@ -71,6 +73,18 @@ int main(int argc, char** argv) {
     fprintf(stderr, "rank %d: all-reduce returned %d (%s): %s\n", rank, (int)r, zcollGetErrorString(r),
             zcollGetLastError(comm));
     status = r == zcollSuccess ? 5 : 4;
+  } else if (!strcmp(argv[1], "loop")) {
+    enum { kLoopCount = 1 << 20 };
+    float* x = calloc(kLoopCount, sizeof(float));
+    zcollResult_t r;
+    long ops = 0;
+    while ((r = zcollAllReduce(x, x, kLoopCount, zcollFloat, zcollSum, comm, NULL)) == zcollSuccess) ops++;
+    zcollResult_t async = zcollSuccess;
+    CHECK(zcollCommGetAsyncError(comm, &async));
+    fprintf(stderr, "rank %d: all-reduce %ld returned %s: %s; async error: %s\n", rank, ops, zcollGetErrorString(r),
+            zcollGetLastError(comm), zcollGetErrorString(async));
+    free(x);
+    status = async == r ? 4 : 6;
   } else if (!strcmp(argv[1], "hang")) {
     float x = 0;
     if (rank == 1) sleep(600);

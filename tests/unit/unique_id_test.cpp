@@ -44,6 +44,21 @@ TEST(UniqueId, RejectsCorruption) {
   }
 }
 
+// Found by tests/fuzz/unique_id_fuzz: an IPv4 id with bytes in the unused part of the address field
+// (and a valid checksum) was accepted; only the canonical encoding is.
+TEST(UniqueId, RejectsNonCanonicalIpv4Padding) {
+  UniqueIdFields f = sample("127.0.0.1", 1234);
+  char id[kUniqueIdBytes];
+  encodeUniqueId(f, id);
+  id[20] = 0x5a;
+  const uint32_t sum = static_cast<uint32_t>(fnv1a(id, 42));
+  std::memcpy(id + 42, &sum, 4);
+  UniqueIdFields g;
+  Status s = decodeUniqueId(id, &g);
+  EXPECT_EQ(s.code(), StatusCode::InvalidArgument);
+  EXPECT_NE(s.message().find("padding"), std::string::npos) << s.message();
+}
+
 TEST(UniqueId, SecretsDiffer) {
   Secret a, b;
   ASSERT_TRUE(randomSecret(&a).isOk());
