@@ -1,6 +1,7 @@
 // engine.cpp - see engine.hpp. Mirrors ../shared/anchors/common/bench_common.h and the MPI driver
 // step for step (iteration budget, warm-up, trials, median, check pattern), so ratios are fair.
 #include "bench/engine.hpp"
+#include "bench/output.hpp"
 
 #include <strings.h>
 #include <time.h>
@@ -80,18 +81,6 @@ size_t countFor(Coll c, size_t bytes, int nranks) {
   return n;
 }
 
-double busFactor(Coll c, int n) {
-  switch (c) {
-    case Coll::AllReduce: return 2.0 * (n - 1) / n;
-    case Coll::AllGather: case Coll::ReduceScatter: case Coll::Gather: case Coll::Scatter: case Coll::AllToAll:
-      return static_cast<double>(n - 1) / n;
-    case Coll::Broadcast: case Coll::Reduce: return 1.0;
-    case Coll::Barrier: return 0.0;
-  }
-  return 1.0;
-}
-
-bool hasRedop(Coll c) { return c == Coll::AllReduce || c == Coll::ReduceScatter || c == Coll::Reduce; }
 
 // Page-aligned and touched before timing, like the anchors' buffers (aligned_alloc(4096) + memset),
 // so both sides start from the same memory layout.
@@ -251,35 +240,6 @@ class Runner {
 bool sumOver(zcollComm_t comm, double* v) { return zcollAllReduce(v, v, 1, zcollDouble, zcollSum, comm, nullptr) == zcollSuccess; }
 bool maxOver(zcollComm_t comm, double* v) { return zcollAllReduce(v, v, 1, zcollDouble, zcollMax, comm, nullptr) == zcollSuccess; }
 
-void printHeader(FILE* out, const Args& a, int nranks, const std::string& algo) {
-  char host[256] = "?";
-  gethostname(host, sizeof host - 1);
-  const char* redop = hasRedop(a.coll) ? "sum" : "none";
-  std::fprintf(out, "# zcoll-bench-format v1\n");
-  std::fprintf(out, "# anchor: zcoll  coll: %s  algo: %s  nranks: %d  dtype: float  redop: %s  inplace: %d\n",
-               collName(a.coll), algo.c_str(), nranks, redop,
-               a.coll == Coll::Broadcast ? 1 : a.inplace);
-  std::fprintf(out,
-               "# sweep: -b %zu -e %zu -f %g -i %zu  warmup: %d  iters: %d  trials: %d  budget: %zu  miniters: %d  "
-               "sec-per-size: %g  total-sec: %g  check: %d  root: %d\n",
-               a.minBytes, a.maxBytes, a.stepFactor, a.stepBytes, a.warmup, a.iters, a.trials, a.budget, a.minIters,
-               a.sizeSec, a.totalSec, a.check, a.root);
-  std::fprintf(out, "# host: %s  ncpus: %ld\n", host, sysconf(_SC_NPROCESSORS_ONLN));
-  int version = 0;
-  zcollGetVersion(&version);
-  std::fprintf(out, "# config: zcoll %d\n", version);
-  double la[3] = {0, 0, 0};
-  if (getloadavg(la, 3) < 0) la[0] = -1;
-  std::fprintf(out, "# loadavg at start: %.2f %.2f %.2f\n", la[0], la[1], la[2]);
-  std::fprintf(out,
-               "# time = median over %d trials of [mean over ranks of (per-rank wall time of a loop of iters ops) / "
-               "iters]\n",
-               a.trials);
-  std::fprintf(out, "# min/max(us) = fastest/slowest trial; GB/s = 1e9 B/s\n#\n");
-  std::fprintf(out, "# %10s %12s %6s %6s %12s %12s %12s %8s %6s %12s %12s  %s\n", "size(B)", "count", "type",
-               "redop", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong", "iters", "min(us)", "max(us)", "algo");
-  std::fflush(out);
-}
 
 }  // namespace
 
@@ -310,6 +270,8 @@ void printUsage(FILE* f, const char* prog) {
                "        automatic choice, then print them side by side with auto's ratio to the fastest\n"
                "  -O BYTES: place the buffers BYTES past a page start (multiple of 4; default 0)\n"
                "  --calibrate: measure the cost model afresh (ZCOLL_CALIBRATE=2), cache it, print the choices\n"
+               "  -J FILE: also write the results as JSON;  --csv: CSV rows instead of the table\n"
+               "  --progress / --no-progress: a progress line on stderr (default: when it is a terminal)\n"
                "  -p N: start N local ranks here; without -p, join a job started by zcoll-run, torchrun,\n"
                "        mpirun or srun (zcollCommInitFromEnv)\n",
                prog);
@@ -326,8 +288,10 @@ bool parseArgs(int argc, char** argv, Args* a, std::string* error) {
   }
   for (; i < argc; ++i) {
     const char* o = argv[i];
-    if (std::strcmp(o, "--calibrate") == 0) {
-      a->calibrate = true;
+    if (std::strcmp(o, "--calibrate") == 0 || std::strcmp(o, "--csv") == 0 || std::strcmp(o, "--progress") == 0 ||
+        std::strcmp(o, "--no-progress") == 0) {
+      if (o[2] == 'c') (o[3] == 'a' ? a->calibrate : a->csv) = true;
+      else a->progress = o[2] == 'p' ? 1 : 0;
       continue;
     }
     if (o[0] != '-' || !o[1] || o[2]) {
@@ -363,6 +327,7 @@ bool parseArgs(int argc, char** argv, Args* a, std::string* error) {
       case 'a': a->algo = v; break;
       case 'O': ok = parseSize(v, &a->offset) && a->offset % sizeof(float) == 0 && a->offset < 4096; break;
       case 'C': ok = parseColl(v, &a->coll); break;
+      case 'J': a->jsonPath = v; ok = !a->jsonPath.empty(); break;
       case 'd': ok = !strcasecmp(v, "float"); break;
       case 'o': ok = !strcasecmp(v, "sum"); break;
       default: *error = std::string("unknown option ") + o; return false;
@@ -387,15 +352,6 @@ bool parseArgs(int argc, char** argv, Args* a, std::string* error) {
 
 namespace {
 
-// One size of a sweep, for one communicator.
-struct SizeResult {
-  size_t bytes = 0;
-  size_t count = 0;
-  double sec = 0, tmin = 0, tmax = 0;
-  int iters = 0;
-  long long wrong = -1;
-  std::string algo;
-};
 
 // The sweep of args over `comms` (same ranks, e.g. one per forced algorithm). Within every trial of
 // every size, each communicator runs its timed loop in turn (the order rotating from trial to
@@ -426,6 +382,7 @@ long long sweep(const std::vector<zcollComm_t>& comms, const Args& a, FILE* out,
   long long wrongTotal = 0;
   bool first = true;
   const double tStart = now();
+  const bool progress = rank == 0 && (a.progress > 0 || (a.progress < 0 && isatty(STDERR_FILENO)));
   for (size_t bytes = a.minBytes; bytes <= a.maxBytes;
        bytes = a.stepBytes ? bytes + a.stepBytes
                            : std::max(bytes + 1, static_cast<size_t>(static_cast<double>(bytes) * a.stepFactor))) {
@@ -495,6 +452,7 @@ long long sweep(const std::vector<zcollComm_t>& comms, const Args& a, FILE* out,
       res.algo = algo;
       if (rank == 0) (*results)[k].push_back(res);
     }
+    if (progress) std::fprintf(stderr, "\rzcoll-bench: %zu bytes done, %.1f s  ", pbytes, now() - tStart);
     if (barrier) break;
     if (a.totalSec > 0) {
       double el = now() - tStart;
@@ -505,32 +463,10 @@ long long sweep(const std::vector<zcollComm_t>& comms, const Args& a, FILE* out,
       }
     }
   }
+  if (progress) std::fprintf(stderr, "\n");
   return wrongTotal;
 }
 
-// The format-v1 table of one communicator's results.
-void printTable(FILE* out, const Args& a, int nranks, const std::string& label, const std::vector<SizeResult>& rows) {
-  printHeader(out, a, nranks, label);
-  double busbwSum = 0;
-  long long wrong = 0;
-  for (const SizeResult& r : rows) {
-    const double algbw = static_cast<double>(r.bytes) / 1e9 / r.sec;
-    const double busbw = algbw * busFactor(a.coll, nranks);
-    std::fprintf(out, "  %10zu %12zu %6s %6s %12.2f %12.3f %12.3f %8lld %6d %12.2f %12.2f  %s\n", r.bytes, r.count,
-                 "float", hasRedop(a.coll) ? "sum" : "none", r.sec * 1e6, algbw, busbw, r.wrong, r.iters,
-                 r.tmin * 1e6, r.tmax * 1e6, r.algo.c_str());
-    busbwSum += busbw;
-    wrong += std::max(0LL, r.wrong);
-  }
-  double la[3] = {0, 0, 0};
-  if (getloadavg(la, 3) < 0) la[0] = -1;
-  std::fprintf(out, "# loadavg at end: %.2f %.2f %.2f\n", la[0], la[1], la[2]);
-  std::fprintf(out, "# Out of bounds values : %lld %s\n", a.check ? wrong : 0LL,
-               !a.check ? "(not checked)" : (wrong ? "FAILED" : "OK"));
-  std::fprintf(out, "# Avg bus bandwidth    : %.4f\n", rows.empty() ? 0.0 : busbwSum / static_cast<double>(rows.size()));
-  std::fprintf(out, "# wrong total: %lld\n", a.check ? wrong : -1LL);
-  std::fflush(out);
-}
 
 }  // namespace
 
@@ -540,8 +476,11 @@ long long run(zcollComm_t comm, const Args& a, FILE* out) {
   zcollCommUserRank(comm, &rank);
   zcollCommCount(comm, &nranks);
   long long wrong = sweep({comm}, a, out, &results);
-  if (wrong < 0) return wrong;
-  if (rank == 0) printTable(out, a, nranks, a.algo.empty() ? "auto" : a.algo, results[0]);
+  if (wrong < 0 || rank != 0) return wrong;
+  const std::vector<std::string> labels{a.algo.empty() ? "auto" : a.algo};
+  if (a.csv) printCsv(out, a, nranks, labels, results);
+  else printTable(out, a, nranks, labels[0], results[0]);
+  if (!a.jsonPath.empty() && !writeJson(a.jsonPath, a, nranks, labels, results)) return -1;
   return wrong;
 }
 
@@ -609,6 +548,11 @@ long long runAll(zcollComm_t control, const Args& args, FILE* out) {
   comms.pop_back();
   destroyAll();
   if (wrong < 0 || rank != 0) return wrong;
+  if (!args.jsonPath.empty() && !writeJson(args.jsonPath, args, nranks, names, results)) return -1;
+  if (args.csv) {
+    printCsv(out, args, nranks, names, results);
+    return wrong;
+  }
   for (size_t k = 0; k < names.size(); ++k) printTable(out, args, nranks, names[k], results[k]);
   // The summary: time per algorithm ("-" where it could not run and another ran instead).
   std::fprintf(out, "#\n# -a all: time(us) per algorithm, measured in turn within each trial; auto = the automatic\n"

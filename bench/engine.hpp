@@ -34,6 +34,9 @@ struct Args {
   std::string algo;  // -a: forced algorithm for this collective; "all" sweeps every one and auto
   size_t offset = 0;       // -O: buffer offset from a page start, in bytes
   bool calibrate = false;  // --calibrate: measure the cost model afresh, cache it, print the choices
+  std::string jsonPath;    // -J FILE: also write the results as JSON
+  bool csv = false;        // --csv: CSV rows instead of the table
+  int progress = -1;       // --progress / --no-progress: a progress line on stderr (-1: if a terminal)
 };
 
 inline constexpr int kMaxTrials = 15;

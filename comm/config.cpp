@@ -161,6 +161,65 @@ LogSettings readLogSettings() {
   return s;
 }
 
+Status describeConfig(const zcollConfig_t* api, std::vector<ConfigValue>* out) {
+  Config c;
+  if (Status s = buildConfig(api, &c); !s) return s;
+  const LogSettings log = readLogSettings();
+  auto orText = [](const std::string& v, const char* empty) { return v.empty() ? std::string(empty) : v; };
+  const bool apiSet = api != nullptr;
+  out->clear();
+  for (const ConfigVariable& v : configVariables()) {
+    const std::string name(v.name);
+    std::string value;
+    bool fromApi = false;
+    if (name == "ZCOLL_TIMEOUT_S") {
+      value = fmt::format("{:g}", static_cast<double>(c.timeoutMs) / 1000.0);
+      fromApi = apiSet && api->timeoutMs != ZCOLL_CONFIG_UNDEF_INT;
+    } else if (name == "ZCOLL_CHUNK_SIZE") {
+      value = std::to_string(c.chunkBytes);
+      fromApi = apiSet && api->chunkBytes != ZCOLL_CONFIG_UNDEF_INT;
+    } else if (name == "ZCOLL_FIFO_SLOTS") {
+      value = std::to_string(c.fifoSlots);
+      fromApi = apiSet && api->fifoSlots != ZCOLL_CONFIG_UNDEF_INT;
+    } else if (name == "ZCOLL_SPIN_NS") {
+      value = std::to_string(c.spinNs);
+    } else if (name == "ZCOLL_YIELD_NS") {
+      value = std::to_string(c.yieldNs);
+    } else if (name == "ZCOLL_ALGO") {
+      value = orText(c.algo, "(automatic)");
+      fromApi = apiSet && api->algo;
+    } else if (name == "ZCOLL_CHECK") {
+      value = c.check ? "1" : "0";
+    } else if (name == "ZCOLL_CALIBRATE") {
+      value = c.recalibrate ? "2" : c.calibrate ? "1" : "0";
+    } else if (name == "ZCOLL_CALIBRATION_DIR") {
+      value = orText(c.calibrationDir, "none");
+    } else if (name == "ZCOLL_TRANSPORTS") {
+      value = orText(c.transports, "(automatic)");
+      fromApi = apiSet && api->transports;
+    } else if (name == "ZCOLL_SOCKET_IFNAME") {
+      value = orText(c.socketIfname, "(loopback)");
+    } else if (name == "ZCOLL_BOOTSTRAP_SECRET") {
+      value = c.bootstrapSecret.empty() ? "(derived)" : "(set, not shown)";
+    } else if (name == "ZCOLL_COMM_ID") {
+      const char* id = env("ZCOLL_COMM_ID");
+      value = id ? id : "(unset)";
+    } else if (name == "ZCOLL_DEBUG") {
+      static constexpr const char* kLevels[] = {"NONE", "WARN", "INFO", "TRACE"};
+      value = kLevels[static_cast<int>(log.level)];
+    } else if (name == "ZCOLL_DEBUG_SUBSYS") {
+      value = orText(log.subsystems, "(all)");
+    } else if (name == "ZCOLL_DEBUG_FILE") {
+      value = orText(log.file, "(stderr)");
+    } else {
+      value = std::string(v.defaultValue);
+    }
+    const std::string_view source = env(name.c_str()) ? "environment" : fromApi ? "API" : "default";
+    out->push_back(ConfigValue{v.name, std::move(value), source});
+  }
+  return Status::ok();
+}
+
 namespace {
 
 // First of the given variables that is set, parsed as an integer.

@@ -55,6 +55,15 @@ Status buildConfig(const zcollConfig_t* api, Config* out);
 
 LogSettings readLogSettings();
 
+// The effective value of every variable of configVariables() and where it came from ("default",
+// "API" - a zcollConfig_t field - or "environment"), for zcoll-info. Fails as buildConfig does.
+struct ConfigValue {
+  std::string_view name;
+  std::string value;
+  std::string_view source;
+};
+Status describeConfig(const zcollConfig_t* api, std::vector<ConfigValue>* out);
+
 // What a launcher (torchrun, Open MPI, PMI, Slurm, zcoll-run) put in the environment.
 struct LaunchEnv {
   int rank = -1;

@@ -2,6 +2,13 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+
 #include "comm/config.hpp"
 
 namespace zcoll {
@@ -105,6 +112,51 @@ TEST_F(ConfigTest, LaunchEnvironments) {
   EXPECT_EQ(e.rank, 0);
   EXPECT_EQ(e.rendezvousHost, "localhost");
   for (const char* v : {"RANK", "WORLD_SIZE", "PMI_RANK", "MASTER_ADDR", "MASTER_PORT"}) unsetenv(v);
+}
+
+
+// docs/configuration.md lists exactly the variables of the one config table, and every ZCOLL_*
+// variable comm/config.cpp reads is in that table.
+std::string readFile(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+std::set<std::string> matches(const std::string& text, const std::regex& re) {
+  std::set<std::string> out;
+  for (std::sregex_iterator it(text.begin(), text.end(), re), end; it != end; ++it) out.insert((*it)[1].str());
+  return out;
+}
+
+TEST(ConfigDocs, TheDocumentedVariablesAreTheTable) {
+  std::set<std::string> table;
+  for (const ConfigVariable& v : configVariables()) table.insert(std::string(v.name));
+  const std::string doc = readFile(ZCOLL_SOURCE_DIR "/docs/configuration.md");
+  ASSERT_FALSE(doc.empty()) << "cannot read docs/configuration.md";
+  const std::set<std::string> documented = matches(doc, std::regex(R"(\n\| `(ZCOLL_[A-Z0-9_]+)`)"));
+  EXPECT_EQ(documented, table);
+  const std::string code = readFile(ZCOLL_SOURCE_DIR "/comm/config.cpp");
+  ASSERT_FALSE(code.empty());
+  const std::set<std::string> read = matches(code, std::regex(R"((?:env|envPositive|envString)\("(ZCOLL_[A-Z0-9_]+)\")"));
+  EXPECT_GE(read.size(), 10u);
+  for (const std::string& v : read) EXPECT_TRUE(table.count(v)) << v << " is read but not in configVariables()";
+}
+
+TEST(ConfigDocs, DescribeConfigNamesTheSource) {
+  std::vector<ConfigValue> rows;
+  setenv("ZCOLL_FIFO_SLOTS", "8", 1);
+  zcollConfig_t api = ZCOLL_CONFIG_INITIALIZER;
+  api.timeoutMs = 1500;
+  ASSERT_TRUE(describeConfig(&api, &rows).isOk());
+  unsetenv("ZCOLL_FIFO_SLOTS");
+  ASSERT_EQ(rows.size(), configVariables().size());
+  std::map<std::string, std::pair<std::string, std::string>> byName;
+  for (const ConfigValue& r : rows) byName[std::string(r.name)] = {r.value, std::string(r.source)};
+  EXPECT_EQ(byName["ZCOLL_FIFO_SLOTS"], std::make_pair(std::string("8"), std::string("environment")));
+  EXPECT_EQ(byName["ZCOLL_TIMEOUT_S"], std::make_pair(std::string("1.5"), std::string("API")));
+  EXPECT_EQ(byName["ZCOLL_CHUNK_SIZE"], std::make_pair(std::string("262144"), std::string("default")));
 }
 
 }  // namespace

@@ -1,0 +1,38 @@
+// output.hpp - what zcoll-bench prints: the format-v1 table of ../shared/anchors/README.md, CSV rows
+// (--csv) and a JSON file (-J), from the same results.
+#pragma once
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "bench/engine.hpp"
+
+namespace zcoll::bench {
+
+// One size of a sweep, for one communicator.
+struct SizeResult {
+  size_t bytes = 0;
+  size_t count = 0;
+  double sec = 0, tmin = 0, tmax = 0;
+  int iters = 0;
+  long long wrong = -1;
+  std::string algo;
+};
+
+// nccl-tests' bus-bandwidth factor; whether the collective has a reduction operator.
+double busFactor(Coll c, int n);
+bool hasRedop(Coll c);
+
+// The table's header (the anchors' "# ..." lines) and one communicator's table under it.
+void printHeader(FILE* out, const Args& a, int nranks, const std::string& algo);
+void printTable(FILE* out, const Args& a, int nranks, const std::string& label, const std::vector<SizeResult>& rows);
+
+// Every row of every labelled result set (labels[k] names results[k]: an algorithm or "auto").
+void printCsv(FILE* out, const Args& a, int nranks, const std::vector<std::string>& labels,
+              const std::vector<std::vector<SizeResult>>& results);
+// Returns false (message on stderr) if the file cannot be written.
+bool writeJson(const std::string& path, const Args& a, int nranks, const std::vector<std::string>& labels,
+               const std::vector<std::vector<SizeResult>>& results);
+
+}  // namespace zcoll::bench
