@@ -10,6 +10,7 @@
 #include "algorithms/patterns/rhd.hpp"
 #include "algorithms/scratch.hpp"
 #include "comm/status.hpp"
+#include "comm/trace.hpp"
 #include "comm/types.hpp"
 #include "transport/transport.hpp"
 #include "transport/wait.hpp"
@@ -51,6 +52,7 @@ struct AlgoContext {
   Waiter* waiter = nullptr;
   size_t chunkBytes = 0;  // <= transport->chunkCapacity()
   Scratch* scratch = nullptr;
+  Tracer* tracer = nullptr;  // ZCOLL_TRACE, or nullptr
 };
 
 class Algorithm {

@@ -38,6 +38,7 @@ Status Primitives::step(int recvPeer, int sendPeer, const void* local, void* dst
   Transport* t = ctx_.transport;
   const size_t bytes = n * elemSize_;
   ++steps_;
+  const int64_t t0 = ctx_.tracer ? nowNs() : 0;
   stepBytes_ = bytes;
   stepRecv_ = recvPeer >= 0;
   stepSend_ = sendPeer >= 0;
@@ -74,6 +75,7 @@ Status Primitives::step(int recvPeer, int sendPeer, const void* local, void* dst
 
   if (recvPeer >= 0) t->releaseRecv(recvPeer);
   if (sendPeer >= 0) t->commitSend(sendPeer, bytes);
+  if (ctx_.tracer) ctx_.tracer->step(stepKind(), recvPeer >= 0 ? recvPeer : sendPeer, bytes, t0, nowNs());
   return Status::ok();
 }
 

@@ -64,6 +64,8 @@ Status Communicator::create(const UniqueIdFields& id, int nranks, int rank, cons
     );
   if (config.calibrate)
     if (Status s = c->calibrate(); !s) return std::move(s).withContext(fmt::format("rank {}: calibration", rank));
+  // After the calibration: the trace shows the user's operations only.
+  if (Status s = Tracer::create(config.tracePath, rank, nranks, config.traceEvents, &c->tracer_); !s) return s;
   const CostModel& m = c->selector_.model();
   ZCOLL_INFO(Init, rank,
              "communicator ready: rank {} of {}, transport {}, chunk {} bytes x {} slots, timeout {} ms, cost model "
@@ -83,6 +85,8 @@ Communicator::~Communicator() {
   workCv_.notify_all();
   if (transport_) transport_->wake();
   if (worker_.joinable()) worker_.join();
+  if (tracer_)
+    if (Status s = tracer_->write(); !s) ZCOLL_WARN(Coll, rank_, "{}", s.message());
 }
 
 void Communicator::recordFailure(const Status& s) {
@@ -126,6 +130,7 @@ AlgoContext Communicator::context(Waiter* waiter) {
   ctx.waiter = waiter;
   ctx.chunkBytes = std::min<size_t>(static_cast<size_t>(config_.chunkBytes), transport_->chunkCapacity());
   ctx.scratch = &scratch_;
+  ctx.tracer = tracer_.get();
   return ctx;
 }
 
@@ -135,7 +140,9 @@ Status Communicator::execute(const OpArgs& op, const Algorithm& algoRef) {
   AlgoContext ctx = context(&waiter);
   ZCOLL_TRACE(Coll, rank_, "{} #{} ({}): count {} {} {} root {}", collectiveName(op.coll), op.seq, algo->name(),
               op.count, dataTypeName(op.dtype), redOpName(op.op), op.root);
+  const int64_t t0 = tracer_ ? nowNs() : 0;
   Status s = algo->run(op, ctx);
+  if (tracer_) tracer_->op(op.coll, op.seq, algo->name(), op.count, op.dtype, t0, nowNs(), s.isOk());
   if (!s && s.code() != StatusCode::InvalidUsage) recordFailure(s);
   return s;
 }

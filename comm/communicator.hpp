@@ -94,6 +94,7 @@ class Communicator {
   std::unique_ptr<Bootstrap> bootstrap_;
   std::unique_ptr<Transport> transport_;
   Scratch scratch_;
+  std::unique_ptr<Tracer> tracer_;  // ZCOLL_TRACE
   AlgorithmSelector selector_;
   std::vector<char> signatures_;  // ZCOLL_CHECK's all-gather buffer, sized once
   std::atomic<bool> abort_{false};

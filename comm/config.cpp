@@ -66,6 +66,8 @@ const std::vector<ConfigVariable>& configVariables() {
       {"ZCOLL_DEBUG", "WARN", "log level: NONE, WARN, INFO or TRACE"},
       {"ZCOLL_DEBUG_SUBSYS", "(all)", "comma-separated subsystems to log: init, boot, coll, shm"},
       {"ZCOLL_DEBUG_FILE", "(stderr)", "log file; %h is replaced by the host name, %p by the pid"},
+      {"ZCOLL_TRACE", "(off)", "Chrome trace of every collective and step, one file per rank (%r rank, %p pid)"},
+      {"ZCOLL_TRACE_EVENTS", "262144", "trace events kept per rank (the buffer is reserved at creation)"},
   };
   return vars;
 }
@@ -143,6 +145,8 @@ Status buildConfig(const zcollConfig_t* api, Config* out) {
   envString("ZCOLL_TRANSPORTS", &c.transports);
   envString("ZCOLL_SOCKET_IFNAME", &c.socketIfname);
   envString("ZCOLL_BOOTSTRAP_SECRET", &c.bootstrapSecret);
+  envString("ZCOLL_TRACE", &c.tracePath);
+  if (Status s = envPositive("ZCOLL_TRACE_EVENTS", 1, int64_t{1} << 28, false, &c.traceEvents); !s) return s;
   if (c.chunkBytes > kMaxChunk) return invalidArgument("chunk size {} is above 1 GiB", c.chunkBytes);
   *out = std::move(c);
   return Status::ok();
@@ -189,9 +193,9 @@ Status describeConfig(const zcollConfig_t* api, std::vector<ConfigValue>* out) {
       value = orText(c.algo, "(automatic)");
       fromApi = apiSet && api->algo;
     } else if (name == "ZCOLL_CHECK") {
-      value = c.check ? "1" : "0";
+      value = std::to_string(c.check ? 1 : 0);
     } else if (name == "ZCOLL_CALIBRATE") {
-      value = c.recalibrate ? "2" : c.calibrate ? "1" : "0";
+      value = std::to_string(c.recalibrate ? 2 : c.calibrate ? 1 : 0);
     } else if (name == "ZCOLL_CALIBRATION_DIR") {
       value = orText(c.calibrationDir, "none");
     } else if (name == "ZCOLL_TRANSPORTS") {
@@ -211,6 +215,10 @@ Status describeConfig(const zcollConfig_t* api, std::vector<ConfigValue>* out) {
       value = orText(log.subsystems, "(all)");
     } else if (name == "ZCOLL_DEBUG_FILE") {
       value = orText(log.file, "(stderr)");
+    } else if (name == "ZCOLL_TRACE") {
+      value = orText(c.tracePath, "(off)");
+    } else if (name == "ZCOLL_TRACE_EVENTS") {
+      value = std::to_string(c.traceEvents);
     } else {
       value = std::string(v.defaultValue);
     }

@@ -33,6 +33,8 @@ struct Config {
   bool calibrate = true;             // ZCOLL_CALIBRATE: measure the cost model at init (or use the cache)
   bool recalibrate = false;          // ZCOLL_CALIBRATE=2: measure even if cached, and rewrite the cache
   std::string calibrationDir;        // ZCOLL_CALIBRATION_DIR: cache of measured models ("" = none)
+  std::string tracePath;             // ZCOLL_TRACE: Chrome trace file pattern ("" = off)
+  int64_t traceEvents = 262'144;     // ZCOLL_TRACE_EVENTS: events kept per rank
 };
 
 // Process-wide logging settings (the logger is shared by all communicators of a process).

@@ -48,7 +48,7 @@ typedef void* zcollStream_t;
  *  secret. Plain bytes: copy it to every rank (broadcast it over MPI, a file, a store...).
  *  Keep it private: anyone holding it can join the rendezvous. */
 typedef struct {
-  char internal[ZCOLL_UNIQUE_ID_BYTES];
+  char internal[ZCOLL_UNIQUE_ID_BYTES]; /**< opaque: magic, version, address, port, secret, checksum */
 } zcollUniqueId;
 
 typedef enum {
@@ -110,6 +110,8 @@ typedef enum {
 #define ZCOLL_CONFIG_UNDEF_PTR NULL
 #define ZCOLL_CONFIG_MAGIC 0x7a636f6cu /* "zcol" */
 
+/** Options of zcollCommInitRankConfig / zcollCommInitFromEnv. Initialise with
+ *  ZCOLL_CONFIG_INITIALIZER, then set the fields you want; the rest keep their defaults. */
 typedef struct {
   size_t size;          /**< sizeof(zcollConfig_t), set by ZCOLL_CONFIG_INITIALIZER */
   unsigned int magic;   /**< ZCOLL_CONFIG_MAGIC */
