@@ -200,4 +200,27 @@ Status AlgorithmSelector::select(const OpArgs& op, int nranks, const Algorithm**
   return Status::ok();
 }
 
+std::string AlgorithmSelector::describe(Collective coll) const {
+  const int c = static_cast<int>(coll);
+  std::string out;
+  const Algorithm* current = nullptr;
+  for (int k = kClassesPerOctave; k < kSizeClasses; ++k) {
+    const Algorithm* a = table_[c][k];
+    if (a == current) continue;
+    if (current) {
+      // Class k starts at 2^(k/8 - 1) * (1 + (k%8)/8) bytes.
+      const double lo = std::ldexp(1.0 + (k % kClassesPerOctave) / 8.0, k / kClassesPerOctave - 1);
+      int64_t v = static_cast<int64_t>(lo);
+      const char* unit = "";
+      if (v >= (int64_t{1} << 30) && v % (int64_t{1} << 20) == 0) v >>= 30, unit = "G";
+      else if (v >= (int64_t{1} << 20) && v % (int64_t{1} << 10) == 0) v >>= 20, unit = "M";
+      else if (v >= 1024 && v % 1024 == 0) v >>= 10, unit = "K";
+      out += fmt::format("{} below {}{}, ", current->name(), v, unit);
+    }
+    current = a;
+  }
+  out += current ? fmt::format("{} above", current->name()) : std::string("none");
+  return out;
+}
+
 }  // namespace zcoll

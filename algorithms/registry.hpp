@@ -41,6 +41,9 @@ class AlgorithmSelector {
     prepare();
   }
   Status select(const OpArgs& op, int nranks, const Algorithm** out) const;
+  // The automatic choice for `coll` by size, for logs: "ps below 32K, direct below 128K, ring above"
+  // (sizes in the benchmark's convention; ZCOLL_ALGO rules are not included).
+  std::string describe(Collective coll) const;
 
  private:
   // Size classes: 8 per power of two (a class spans 9-12 % in size, so a crossover between two

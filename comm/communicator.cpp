@@ -2,7 +2,10 @@
 #include "comm/communicator.hpp"
 
 #include <algorithm>
+#include <string>
 #include <vector>
+
+#include <fmt/ranges.h>
 
 #include "algorithms/registry.hpp"
 #include "comm/log.hpp"
@@ -67,11 +70,19 @@ Status Communicator::create(const UniqueIdFields& id, int nranks, int rank, cons
   // After the calibration: the trace shows the user's operations only.
   if (Status s = Tracer::create(config.tracePath, rank, nranks, config.traceEvents, &c->tracer_); !s) return s;
   const CostModel& m = c->selector_.model();
-  ZCOLL_INFO(Init, rank,
-             "communicator ready: rank {} of {}, transport {}, chunk {} bytes x {} slots, timeout {} ms, cost model "
-             "alpha {:.2f} us, beta {:.2f} GB/s",
-             rank, nranks, c->transport_->name(), config.chunkBytes, config.fifoSlots, config.timeoutMs,
-             m.alpha * 1e6, 1e-9 / m.beta);
+  // One summary per communicator, from rank 0.
+  if (rank == 0 && logEnabled(LogLevel::Info, Subsys::Init)) {
+    std::vector<std::string> hosts;
+    for (const PeerInfo& p : peers)
+      if (std::find(hosts.begin(), hosts.end(), p.hostname) == hosts.end()) hosts.emplace_back(p.hostname);
+    ZCOLL_INFO(Init, rank,
+               "communicator ready: {} ranks on {} host(s) ({}), transport {}, chunk {} bytes x {} slots, timeout {} "
+               "ms, cost model {} (alpha {:.2f} us, beta {:.2f} GB/s); all-reduce: {}{}",
+               nranks, hosts.size(), fmt::join(hosts, ", "), c->transport_->name(), config.chunkBytes,
+               config.fifoSlots, config.timeoutMs, m.curves ? "measured" : "built-in", m.alpha * 1e6, 1e-9 / m.beta,
+               c->selector_.describe(Collective::AllReduce),
+               config.algo.empty() ? "" : fmt::format(" (ZCOLL_ALGO={} applies first)", config.algo));
+  }
   *out = std::move(c);
   return Status::ok();
 }

@@ -225,6 +225,9 @@ std::list<std::unique_ptr<RootService>>& roots() {
 
 Status RendezvousRoot::start(const SockAddr& bindAddr, const Secret& secret, int64_t timeoutMs, SockAddr* bound) {
   std::call_once(gAtforkOnce, [] { pthread_atfork(atforkPrepare, atforkParent, atforkChild); });
+  // The logger first: statics are destroyed in reverse order, so the service threads (joined by
+  // roots()'s holder at exit) are gone before the logger they may have used.
+  (void)logEnabled(LogLevel::Warn, Subsys::Boot);
   reap();
   Fd fd;
   SockAddr b;
