@@ -50,6 +50,19 @@ Usage usage() {
   return u;
 }
 
+// A joined thread can still be listed in /proc/self/task for a moment (the kernel reaps it after
+// pthread_join returns): counts are taken once they have settled.
+Usage settledUsage() {
+  Usage u = usage();
+  for (int stable = 0, i = 0; stable < 5 && i < 200; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    const Usage v = usage();
+    stable = v.threads == u.threads && v.fds == u.fds ? stable + 1 : 0;
+    u = v;
+  }
+  return u;
+}
+
 std::string show(const Usage& u) {
   return "threads " + std::to_string(u.threads) + ", fds " + std::to_string(u.fds) + ", shared maps " +
          std::to_string(u.sharedMaps) + ", rss " + std::to_string(u.rssKiB) + " KiB";
@@ -90,7 +103,7 @@ void warmUp() {
 TEST(Resources, DestroyLeavesNoThreadFdOrMapping) {
   warmUp();
   for (bool async : {false, true}) {  // inline execution, and on the progress thread
-    const Usage before = usage();
+    const Usage before = settledUsage();
     withComms(3, [async](int, zcollComm_t comm) {
       std::vector<float> x(100000, 1.0f);
       if (async) {
@@ -102,7 +115,7 @@ TEST(Resources, DestroyLeavesNoThreadFdOrMapping) {
       }
       EXPECT_EQ(x[0], 3.0f);
     });
-    const Usage after = usage();
+    const Usage after = settledUsage();
     EXPECT_EQ(after.threads, before.threads) << show(before) << " -> " << show(after);
     EXPECT_EQ(after.fds, before.fds) << show(before) << " -> " << show(after);
     EXPECT_EQ(after.sharedMaps, before.sharedMaps) << show(before) << " -> " << show(after);
@@ -113,7 +126,7 @@ TEST(Resources, DestroyLeavesNoThreadFdOrMapping) {
 // second, and after destroy nothing of the communicator remains.
 TEST(Resources, AbortOfAStuckCollectiveLeavesNothing) {
   warmUp();
-  const Usage before = usage();
+  const Usage before = settledUsage();
   zcollUniqueId id;
   ASSERT_EQ(zcollGetUniqueId(&id), zcollSuccess);
   zcollComm_t comms[2] = {};
@@ -139,7 +152,7 @@ TEST(Resources, AbortOfAStuckCollectiveLeavesNothing) {
   EXPECT_LT(ms, 1000);
   EXPECT_EQ(result, zcollAborted);
   EXPECT_EQ(zcollCommAbort(comms[1]), zcollSuccess);  // abort also frees: no destroy after it
-  const Usage after = usage();
+  const Usage after = settledUsage();
   EXPECT_EQ(after.threads, before.threads) << show(before) << " -> " << show(after);
   EXPECT_EQ(after.fds, before.fds) << show(before) << " -> " << show(after);
   EXPECT_EQ(after.sharedMaps, before.sharedMaps) << show(before) << " -> " << show(after);
@@ -192,7 +205,7 @@ TEST(Soak, ThousandCreateDestroyCyclesStayFlat) {
   Usage warm;
   const auto start = std::chrono::steady_clock::now();
   for (int c = 0; c < kCycles; ++c) {
-    if (c == kCycles / 10) warm = usage();
+    if (c == kCycles / 10) warm = settledUsage();
     withComms(2, [](int rank, zcollComm_t comm) {
       float x = static_cast<float>(rank + 1);
       EXPECT_EQ(zcollAllReduce(&x, &x, 1, zcollFloat, zcollSum, comm, nullptr), zcollSuccess);
@@ -200,7 +213,7 @@ TEST(Soak, ThousandCreateDestroyCyclesStayFlat) {
     });
     if (HasFailure()) return;
   }
-  const Usage end = usage();
+  const Usage end = settledUsage();
   const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("%d create/destroy cycles in %.1f s: %s -> %s\n", kCycles, sec, show(warm).c_str(), show(end).c_str());
   EXPECT_EQ(end.threads, warm.threads);
