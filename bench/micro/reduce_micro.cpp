@@ -1,0 +1,99 @@
+// reduce_micro.cpp - Google Benchmark of the host reduction kernels (algorithms/reduce/) against
+// the machine's own bandwidth for the same traffic: `a += b` and memcpy written as plain loops.
+//
+//   build/bench/micro/zcoll-micro [--benchmark_filter=float32]
+//
+// Every dtype x op at 256 KiB per operand (in cache) and 64 MiB (memory). bytes_per_second counts
+// what a kernel moves: two operands read and one result written (dst = a OP b, dst == a here, as in
+// the collectives' in-place steps). Compare a kernel's figure with `add_assign/float32` at the same
+// size: the performance issue asks for >= 80 % of it.
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "algorithms/reduce/host_reduce.hpp"
+
+namespace {
+
+using zcoll::DataType;
+using zcoll::RedOp;
+
+constexpr size_t kSizes[] = {size_t{256} << 10, size_t{64} << 20};
+
+// Operands of `bytes` each, page-aligned and touched, with values that stay finite under every op.
+struct Operands {
+  explicit Operands(size_t bytes) : bytes(bytes), a(bytes / 8 + 512), b(bytes / 8 + 512) {
+    pa = align(a.data());
+    pb = align(b.data());
+    std::memset(pa, 0, bytes);
+    for (size_t i = 0; i < bytes; ++i) static_cast<uint8_t*>(pb)[i] = static_cast<uint8_t>(i % 3 == 0 ? 0x3c : 0);
+  }
+  static void* align(uint64_t* p) {
+    return reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(p) + 4095) & ~uintptr_t{4095});
+  }
+  size_t bytes;
+  std::vector<uint64_t> a, b;
+  void* pa;
+  void* pb;
+};
+
+void kernel(benchmark::State& state, DataType type, RedOp op, size_t bytes) {
+  Operands o(bytes);
+  const zcoll::ReduceFn fn = zcoll::reduceFunction(type, op);
+  const size_t n = bytes / zcoll::dataTypeSize(type);
+  for (auto _ : state) {
+    fn(o.pa, o.pa, o.pb, n);
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(3 * bytes));
+}
+
+void addAssign(benchmark::State& state, size_t bytes) {
+  Operands o(bytes);
+  float* a = static_cast<float*>(o.pa);
+  const float* b = static_cast<const float*>(o.pb);
+  const size_t n = bytes / sizeof(float);
+  for (auto _ : state) {
+    for (size_t i = 0; i < n; ++i) a[i] += b[i];
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(3 * bytes));
+}
+
+void copy(benchmark::State& state, size_t bytes) {
+  Operands o(bytes);
+  for (auto _ : state) {
+    std::memcpy(o.pa, o.pb, bytes);
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(2 * bytes));
+}
+
+std::string sizeName(size_t bytes) {
+  return bytes >= (size_t{1} << 20) ? std::to_string(bytes >> 20) + "MiB" : std::to_string(bytes >> 10) + "KiB";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  for (size_t bytes : kSizes) {
+    benchmark::RegisterBenchmark(("add_assign/float32/" + sizeName(bytes)).c_str(), addAssign, bytes);
+    benchmark::RegisterBenchmark(("memcpy/" + sizeName(bytes)).c_str(), copy, bytes);
+    for (int t = 0; t < zcoll::kNumDataTypes; ++t)
+      for (int op = 0; op < zcoll::kNumRedOps; ++op) {
+        const auto type = static_cast<DataType>(t);
+        const auto red = static_cast<RedOp>(op);
+        const std::string name = "reduce/" + std::string(zcoll::dataTypeName(type)) + "/" +
+                                 std::string(zcoll::redOpName(red)) + "/" + sizeName(bytes);
+        benchmark::RegisterBenchmark(name.c_str(), kernel, type, red, bytes);
+      }
+  }
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
