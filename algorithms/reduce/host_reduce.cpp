@@ -1,6 +1,8 @@
 // host_reduce.cpp - see host_reduce.hpp.
 #include "algorithms/reduce/host_reduce.hpp"
 
+#include "algorithms/reduce/host_reduce_f16.hpp"
+
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -114,6 +116,7 @@ uint16_t floatToBf16(float f) {
 }
 
 ReduceFn reduceFunction(DataType type, RedOp op) {
+  if (ReduceFn f = simdReduceFunction(type, op)) return f;
   switch (type) {
     case DataType::Int8: return forOp<int8_t>(op);
     case DataType::Uint8: return forOp<uint8_t>(op);
@@ -131,6 +134,7 @@ ReduceFn reduceFunction(DataType type, RedOp op) {
 
 FinalizeFn finalizeFunction(DataType type, RedOp op) {
   if (op != RedOp::Avg) return nullptr;
+  if (FinalizeFn f = simdFinalizeFunction(type, op)) return f;
   switch (type) {
     case DataType::Int8: return &divideKernel<int8_t>;
     case DataType::Uint8: return &divideKernel<uint8_t>;

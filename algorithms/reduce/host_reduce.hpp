@@ -3,8 +3,9 @@
 // dst[i] = a[i] OP b[i]; dst may alias a or b (in-place). fp16 and bf16 are computed in fp32 and
 // rounded once per call (one "step"). Signed integers wrap (computed in the unsigned type), as in
 // NCCL. Avg reduces as Sum; finalizeAvg then divides the final values by the rank count.
-// This version relies on the compiler's auto-vectorisation; the hand-vectorised AVX-512/AVX2
-// kernels with run-time dispatch belong to the performance issue.
+// fp16 and bf16 use AVX2+F16C kernels when the CPU has them (host_reduce_f16.hpp, chosen at run
+// time, bit-identical); the other types rely on the compiler's auto-vectorisation of the baseline
+// target. AVX-512/AVX2 kernels for every type, with run-time dispatch, belong to the performance issue.
 #pragma once
 
 #include <cstddef>

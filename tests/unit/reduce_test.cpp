@@ -40,6 +40,51 @@ TEST(HostReduce, EveryTypeAndOp) {
   }
 }
 
+// The 16-bit float kernels (vectorised where the CPU allows) against the scalar definition - widen,
+// one fp32 operation, round to nearest even - on every kind of value: random bit patterns with
+// zeros, subnormals, infinities and NaNs among them. NaNs must stay NaNs (payloads may differ).
+TEST(HostReduce, SixteenBitFloatsMatchTheScalarDefinition) {
+  uint32_t seed = 12345;
+  auto next = [&] { return seed = seed * 1664525u + 1013904223u; };
+  const size_t n = 4099;  // a tail after the 8-lane body
+  std::vector<uint16_t> a(n), b(n), out(n);
+  for (size_t i = 0; i < n; ++i) {
+    a[i] = static_cast<uint16_t>(next() >> 16);
+    b[i] = static_cast<uint16_t>(next() >> 16);
+  }
+  a[0] = 0x7c00; b[0] = 0xfc00;  // fp16 +inf, -inf
+  a[1] = 0x7e00; b[1] = 0x3c00;  // fp16 NaN, 1
+  a[2] = 0x0001; b[2] = 0x0001;  // fp16 smallest subnormals
+  a[3] = 0x7f80; b[3] = 0x7fc0;  // bf16 inf, NaN
+  for (DataType t : {DataType::Float16, DataType::Bfloat16}) {
+    const bool half = t == DataType::Float16;
+    auto widen = [&](uint16_t v) { return half ? halfToFloat(v) : bf16ToFloat(v); };
+    auto narrow = [&](float f) { return half ? floatToHalf(f) : floatToBf16(f); };
+    auto isNan = [&](uint16_t v) { return half ? (v & 0x7fff) > 0x7c00 : (v & 0x7fff) > 0x7f80; };
+    for (RedOp op : {RedOp::Sum, RedOp::Prod, RedOp::Max, RedOp::Min, RedOp::Avg}) {
+      reduceFunction(t, op)(out.data(), a.data(), b.data(), n);
+      for (size_t i = 0; i < n; ++i) {
+        const float x = widen(a[i]), y = widen(b[i]);
+        const float r = op == RedOp::Prod ? x * y : op == RedOp::Max ? (x < y ? y : x) : op == RedOp::Min ? (y < x ? y : x)
+                                                                                                          : x + y;
+        const uint16_t want = narrow(r);
+        if (isNan(want) || isNan(out[i])) {
+          EXPECT_TRUE(isNan(want) && isNan(out[i])) << (half ? "fp16" : "bf16") << " op " << static_cast<int>(op) << " i " << i;
+        } else {
+          ASSERT_EQ(out[i], want) << (half ? "fp16" : "bf16") << " op " << static_cast<int>(op) << " i " << i << " a "
+                                  << a[i] << " b " << b[i];
+        }
+      }
+    }
+    std::vector<uint16_t> avg = a;
+    finalizeFunction(t, RedOp::Avg)(avg.data(), n, 3);
+    for (size_t i = 0; i < n; ++i) {
+      const uint16_t want = narrow(widen(a[i]) / 3.0f);
+      if (!isNan(want)) ASSERT_EQ(avg[i], want) << i;
+    }
+  }
+}
+
 TEST(HostReduce, HalfConversions) {
   EXPECT_EQ(bf16ToFloat(floatToBf16(1.5f)), 1.5f);
   EXPECT_EQ(halfToFloat(floatToHalf(-2.25f)), -2.25f);
