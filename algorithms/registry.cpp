@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string_view>
+#include <utility>
 
 #include "comm/config.hpp"
 
@@ -114,12 +115,22 @@ int sizeClass(size_t bytes) {
   return k * kPerOctave + sub;
 }
 
+// Where class cls (>= kPerOctave) starts: 2^(k-1) * (1 + sub/8) bytes; cls + 1 is where it ends.
+double classStart(int cls) {
+  return std::ldexp(1.0 + (cls % kPerOctave) / 8.0, cls / kPerOctave - 1);
+}
+
 // The size a class is priced at: the geometric middle of its range.
 size_t classBytes(int cls) {
   if (cls < kPerOctave) return 0;
-  const int k = cls / kPerOctave, sub = cls % kPerOctave;
-  const double lo = std::ldexp(1.0 + sub / 8.0, k - 1), hi = std::ldexp(1.0 + (sub + 1) / 8.0, k - 1);
-  return std::max<size_t>(1, static_cast<size_t>(std::sqrt(lo * hi)));
+  return std::max<size_t>(1, static_cast<size_t>(std::sqrt(classStart(cls) * classStart(cls + 1))));
+}
+
+// "576K", "1M", "1536", in the largest unit that divides exactly.
+std::string sizeText(int64_t v) {
+  for (auto [shift, unit] : {std::pair{30, "G"}, std::pair{20, "M"}, std::pair{10, "K"}})
+    if (v >= (int64_t{1} << shift) && v % (int64_t{1} << shift) == 0) return fmt::format("{}{}", v >> shift, unit);
+  return std::to_string(v);
 }
 
 // An op of `bytes` in opBytes' convention, for pricing (uint8 elements).
@@ -207,16 +218,7 @@ std::string AlgorithmSelector::describe(Collective coll) const {
   for (int k = kClassesPerOctave; k < kSizeClasses; ++k) {
     const Algorithm* a = table_[c][k];
     if (a == current) continue;
-    if (current) {
-      // Class k starts at 2^(k/8 - 1) * (1 + (k%8)/8) bytes.
-      const double lo = std::ldexp(1.0 + (k % kClassesPerOctave) / 8.0, k / kClassesPerOctave - 1);
-      int64_t v = static_cast<int64_t>(lo);
-      const char* unit = "";
-      if (v >= (int64_t{1} << 30) && v % (int64_t{1} << 20) == 0) v >>= 30, unit = "G";
-      else if (v >= (int64_t{1} << 20) && v % (int64_t{1} << 10) == 0) v >>= 20, unit = "M";
-      else if (v >= 1024 && v % 1024 == 0) v >>= 10, unit = "K";
-      out += fmt::format("{} below {}{}, ", current->name(), v, unit);
-    }
+    if (current) out += fmt::format("{} below {}, ", current->name(), sizeText(static_cast<int64_t>(classStart(k))));
     current = a;
   }
   out += current ? fmt::format("{} above", current->name()) : std::string("none");

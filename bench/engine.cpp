@@ -12,6 +12,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <string>
+#include <string_view>
 #include <vector>
 
 namespace zcoll::bench {
@@ -79,6 +81,21 @@ size_t countFor(Coll c, size_t bytes, int nranks) {
   size_t n = bytes / sizeof(float);
   if (perRankBlocks(c)) n = n / static_cast<size_t>(nranks) * static_cast<size_t>(nranks);
   return n;
+}
+
+// The sweep's next size: -i steps, else -f factors.
+size_t nextSize(const Args& a, size_t bytes) {
+  return a.stepBytes ? bytes + a.stepBytes
+                     : std::max(bytes + 1, static_cast<size_t>(static_cast<double>(bytes) * a.stepFactor));
+}
+
+// The algorithm comm chooses for a call of `count` floats in all (per-rank blocks for the block
+// collectives), as the table's algo column shows it.
+std::string algorithmFor(zcollComm_t comm, const Args& a, size_t count, int nranks) {
+  char algo[64] = "?";
+  const size_t perCall = perRankBlocks(a.coll) ? count / static_cast<size_t>(nranks) : count;
+  zcollCommAlgorithmFor(comm, collName(a.coll), perCall, zcollFloat, algo, sizeof algo);
+  return algo;
 }
 
 
@@ -288,10 +305,11 @@ bool parseArgs(int argc, char** argv, Args* a, std::string* error) {
   }
   for (; i < argc; ++i) {
     const char* o = argv[i];
-    if (std::strcmp(o, "--calibrate") == 0 || std::strcmp(o, "--csv") == 0 || std::strcmp(o, "--progress") == 0 ||
-        std::strcmp(o, "--no-progress") == 0) {
-      if (o[2] == 'c') (o[3] == 'a' ? a->calibrate : a->csv) = true;
-      else a->progress = o[2] == 'p' ? 1 : 0;
+    const std::string_view flag(o);
+    if (flag == "--calibrate" || flag == "--csv" || flag == "--progress" || flag == "--no-progress") {
+      if (flag == "--calibrate") a->calibrate = true;
+      if (flag == "--csv") a->csv = true;
+      if (flag == "--progress" || flag == "--no-progress") a->progress = flag == "--progress" ? 1 : 0;
       continue;
     }
     if (o[0] != '-' || !o[1] || o[2]) {
@@ -384,8 +402,7 @@ long long sweep(const std::vector<zcollComm_t>& comms, const Args& a, FILE* out,
   const double tStart = now();
   const bool progress = rank == 0 && (a.progress > 0 || (a.progress < 0 && isatty(STDERR_FILENO)));
   for (size_t bytes = a.minBytes; bytes <= a.maxBytes;
-       bytes = a.stepBytes ? bytes + a.stepBytes
-                           : std::max(bytes + 1, static_cast<size_t>(static_cast<double>(bytes) * a.stepFactor))) {
+       bytes = nextSize(a, bytes)) {
     const bool barrier = a.coll == Coll::Barrier;  // one row, of size 0
     const size_t count = barrier ? 0 : countFor(a.coll, bytes, nranks);
     if (!barrier && (count == 0 || (perRankBlocks(a.coll) && count / nranks == 0))) continue;
@@ -446,10 +463,7 @@ long long sweep(const std::vector<zcollComm_t>& comms, const Args& a, FILE* out,
         res.wrong = static_cast<long long>(wrongAll);
         wrongTotal += res.wrong;
       }
-      char algo[64] = "?";
-      const size_t perCall = perRankBlocks(a.coll) ? count / static_cast<size_t>(nranks) : count;
-      zcollCommAlgorithmFor(comms[k], collName(a.coll), perCall, zcollFloat, algo, sizeof algo);
-      res.algo = algo;
+      res.algo = algorithmFor(comms[k], a, count, nranks);
       if (rank == 0) (*results)[k].push_back(res);
     }
     if (progress) std::fprintf(stderr, "\rzcoll-bench: %zu bytes done, %.1f s  ", pbytes, now() - tStart);
@@ -492,13 +506,9 @@ void printChoices(zcollComm_t comm, const Args& a, FILE* out) {
   std::fprintf(out, "# calibrated: %s on %d ranks; the automatic choice per size\n#    size(B)  algo\n",
                collName(a.coll), nranks);
   for (size_t bytes = a.minBytes; bytes <= a.maxBytes;
-       bytes = a.stepBytes ? bytes + a.stepBytes
-                           : std::max(bytes + 1, static_cast<size_t>(static_cast<double>(bytes) * a.stepFactor))) {
+       bytes = nextSize(a, bytes)) {
     const size_t count = countFor(a.coll, bytes, nranks);
-    const size_t perCall = perRankBlocks(a.coll) ? count / static_cast<size_t>(nranks) : count;
-    char algo[64] = "?";
-    zcollCommAlgorithmFor(comm, collName(a.coll), perCall, zcollFloat, algo, sizeof algo);
-    std::fprintf(out, "  %10zu  %s\n", count * sizeof(float), algo);
+    std::fprintf(out, "  %10zu  %s\n", count * sizeof(float), algorithmFor(comm, a, count, nranks).c_str());
   }
   std::fflush(out);
 }

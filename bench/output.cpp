@@ -60,8 +60,7 @@ void printTable(FILE* out, const Args& a, int nranks, const std::string& label, 
   double busbwSum = 0;
   long long wrong = 0;
   for (const SizeResult& r : rows) {
-    const double algbw = static_cast<double>(r.bytes) / 1e9 / r.sec;
-    const double busbw = algbw * busFactor(a.coll, nranks);
+    const double algbw = r.algbw(), busbw = algbw * busFactor(a.coll, nranks);
     std::fprintf(out, "  %10zu %12zu %6s %6s %12.2f %12.3f %12.3f %8lld %6d %12.2f %12.2f  %s\n", r.bytes, r.count,
                  "float", hasRedop(a.coll) ? "sum" : "none", r.sec * 1e6, algbw, busbw, r.wrong, r.iters,
                  r.tmin * 1e6, r.tmax * 1e6, r.algo.c_str());
@@ -84,7 +83,7 @@ void printCsv(FILE* out, const Args& a, int nranks, const std::vector<std::strin
                     "max_us,algo\n");
   for (size_t k = 0; k < labels.size() && k < results.size(); ++k)
     for (const SizeResult& r : results[k]) {
-      const double algbw = static_cast<double>(r.bytes) / 1e9 / r.sec;
+      const double algbw = r.algbw();
       std::fprintf(out, "%s,%s,%d,%zu,%zu,float,%s,%.3f,%.4f,%.4f,%lld,%d,%.3f,%.3f,%s\n", labels[k].c_str(),
                    collName(a.coll), nranks, r.bytes, r.count, hasRedop(a.coll) ? "sum" : "none", r.sec * 1e6, algbw,
                    algbw * busFactor(a.coll, nranks), r.wrong, r.iters, r.tmin * 1e6, r.tmax * 1e6, r.algo.c_str());
@@ -113,7 +112,7 @@ bool writeJson(const std::string& path, const Args& a, int nranks, const std::ve
   for (size_t k = 0; k < labels.size() && k < results.size(); ++k) {
     json rows = json::array();
     for (const SizeResult& r : results[k]) {
-      const double algbw = static_cast<double>(r.bytes) / 1e9 / r.sec;
+      const double algbw = r.algbw();
       rows.push_back({{"size_bytes", r.bytes}, {"count", r.count}, {"time_us", r.sec * 1e6}, {"algbw_gbps", algbw},
                       {"busbw_gbps", algbw * busFactor(a.coll, nranks)}, {"wrong", r.wrong}, {"iters", r.iters},
                       {"min_us", r.tmin * 1e6}, {"max_us", r.tmax * 1e6}, {"algo", r.algo}});

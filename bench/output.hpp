@@ -18,6 +18,8 @@ struct SizeResult {
   int iters = 0;
   long long wrong = -1;
   std::string algo;
+
+  double algbw() const { return static_cast<double>(bytes) / 1e9 / sec; }  // GB/s
 };
 
 // nccl-tests' bus-bandwidth factor; whether the collective has a reduction operator.

@@ -44,6 +44,21 @@ void retire(zcollComm_t handle) {
   delete handle;
 }
 
+// The introspection calls' arguments: a collective's name, and a caller's string buffer.
+Status parseCollectiveArg(const char* name, Collective* out) {
+  if (!name || !parseCollective(name, out))
+    return invalidArgument("collective: '{}' is not a collective name", name ? name : "(null)");
+  return Status::ok();
+}
+
+Status copyOut(std::string_view text, char* buf, size_t len, const char* bufName) {
+  if (!buf || len == 0) return invalidArgument("{}: NULL or empty buffer", bufName);
+  if (text.size() + 1 > len) return invalidArgument("len = {}: {} bytes are needed for '{}'", len, text.size() + 1, text);
+  std::memcpy(buf, text.data(), text.size());
+  buf[text.size()] = 0;
+  return Status::ok();
+}
+
 }  // namespace
 
 void registerHandle(zcollComm_t comm) {
@@ -183,18 +198,14 @@ zcollResult_t zcollCommAbort(zcollComm_t comm) {
 zcollResult_t zcollGetAlgorithmNames(const char* collective, char* names, size_t len) {
   return apiCall("zcollGetAlgorithmNames", [&] {
     Collective c;
-    if (!collective || !parseCollective(collective, &c))
-      return invalidArgument("collective: '{}' is not a collective name", collective ? collective : "(null)");
-    if (!names || len == 0) return invalidArgument("names: NULL or empty buffer");
+    if (Status s = parseCollectiveArg(collective, &c); !s) return s;
     std::string list;
     for (const Algorithm* a : allAlgorithms()) {
       if (a->collective() != c) continue;
       if (!list.empty()) list += ',';
       list += a->name();
     }
-    if (list.size() + 1 > len) return invalidArgument("len = {}: {} bytes are needed", len, list.size() + 1);
-    std::memcpy(names, list.c_str(), list.size() + 1);
-    return Status::ok();
+    return copyOut(list, names, len, "names");
   });
 }
 
@@ -204,18 +215,13 @@ zcollResult_t zcollCommAlgorithmFor(zcollComm_t comm, const char* collective, si
     CommRef c;
     if (Status s = c.acquire(comm); !s) return s;
     Collective coll;
-    if (!collective || !parseCollective(collective, &coll))
-      return invalidArgument("collective: '{}' is not a collective name", collective ? collective : "(null)");
+    if (Status s = parseCollectiveArg(collective, &coll); !s) return s;
     if (static_cast<int>(datatype) < 0 || static_cast<int>(datatype) >= zcollNumTypes)
       return invalidArgument("datatype = {}: not a zcollDataType_t", static_cast<int>(datatype));
-    if (!name || len == 0) return invalidArgument("name: NULL or empty buffer");
     OpArgs op{coll, nullptr, nullptr, count, static_cast<DataType>(datatype)};
     const Algorithm* algo = nullptr;
     if (Status s = c->algorithmFor(op, &algo); !s) return s;
-    if (algo->name().size() + 1 > len) return invalidArgument("len = {}: too small for '{}'", len, algo->name());
-    std::memcpy(name, algo->name().data(), algo->name().size());
-    name[algo->name().size()] = 0;
-    return Status::ok();
+    return copyOut(algo->name(), name, len, "name");
   });
 }
 

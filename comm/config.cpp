@@ -49,25 +49,57 @@ constexpr int64_t kMaxChunk = int64_t{1} << 30;
 }  // namespace
 
 const std::vector<ConfigVariable>& configVariables() {
+  using L = const LogSettings&;
+  using A = const zcollConfig_t&;
+  static const auto orText = [](const std::string& v, const char* empty) { return v.empty() ? std::string(empty) : v; };
   static const std::vector<ConfigVariable> vars = {
-      {"ZCOLL_TIMEOUT_S", "300", "bound on every wait, in seconds (fractions allowed)"},
-      {"ZCOLL_CHUNK_SIZE", "256K", "pipelining chunk and shared-memory slot size (K/M/G suffixes)"},
-      {"ZCOLL_FIFO_SLOTS", "4", "slots per peer FIFO (2 to 64)"},
-      {"ZCOLL_SPIN_NS", "2000", "a wait spins this many nanoseconds before yielding"},
-      {"ZCOLL_YIELD_NS", "50000", "then yields the CPU this many nanoseconds before sleeping"},
-      {"ZCOLL_ALGO", "(automatic)", "force algorithms: NAME, COLL:NAME or COLL:LO-HI:NAME, comma-separated"},
-      {"ZCOLL_CHECK", "0", "1: before each collective, compare its signature across ranks; a mismatch fails every rank"},
-      {"ZCOLL_CALIBRATE", "1", "0: skip the cost-model probe (built-in figures); 2: measure even if cached"},
-      {"ZCOLL_CALIBRATION_DIR", "$XDG_CACHE_HOME/zcoll or ~/.cache/zcoll", "cache of measured cost models; 'none' = no cache"},
-      {"ZCOLL_TRANSPORTS", "(automatic)", "transports to use, comma-separated (shm)"},
-      {"ZCOLL_SOCKET_IFNAME", "(loopback)", "network interface of the bootstrap sockets"},
-      {"ZCOLL_BOOTSTRAP_SECRET", "(derived)", "32 hex digits: the rendezvous secret for env launch"},
-      {"ZCOLL_COMM_ID", "(unset)", "host:port of the rendezvous for zcollCommInitFromEnv"},
-      {"ZCOLL_DEBUG", "WARN", "log level: NONE, WARN, INFO or TRACE"},
-      {"ZCOLL_DEBUG_SUBSYS", "(all)", "comma-separated subsystems to log: init, boot, coll, shm"},
-      {"ZCOLL_DEBUG_FILE", "(stderr)", "log file; %h is replaced by the host name, %p by the pid"},
-      {"ZCOLL_TRACE", "(off)", "Chrome trace of every collective and step, one file per rank (%r rank, %p pid)"},
-      {"ZCOLL_TRACE_EVENTS", "262144", "trace events kept per rank (the buffer is reserved at creation)"},
+      {"ZCOLL_TIMEOUT_S", "300", "bound on every wait, in seconds (fractions allowed)",
+       [](const Config& c, L) { return fmt::format("{:g}", static_cast<double>(c.timeoutMs) / 1000.0); },
+       [](A a) { return a.timeoutMs != ZCOLL_CONFIG_UNDEF_INT; }},
+      {"ZCOLL_CHUNK_SIZE", "256K", "pipelining chunk and shared-memory slot size (K/M/G suffixes)",
+       [](const Config& c, L) { return std::to_string(c.chunkBytes); },
+       [](A a) { return a.chunkBytes != ZCOLL_CONFIG_UNDEF_INT; }},
+      {"ZCOLL_FIFO_SLOTS", "4", "slots per peer FIFO (2 to 64)",
+       [](const Config& c, L) { return std::to_string(c.fifoSlots); },
+       [](A a) { return a.fifoSlots != ZCOLL_CONFIG_UNDEF_INT; }},
+      {"ZCOLL_SPIN_NS", "2000", "a wait spins this many nanoseconds before yielding",
+       [](const Config& c, L) { return std::to_string(c.spinNs); }, nullptr},
+      {"ZCOLL_YIELD_NS", "50000", "then yields the CPU this many nanoseconds before sleeping",
+       [](const Config& c, L) { return std::to_string(c.yieldNs); }, nullptr},
+      {"ZCOLL_ALGO", "(automatic)", "force algorithms: NAME, COLL:NAME or COLL:LO-HI:NAME, comma-separated",
+       [](const Config& c, L) { return orText(c.algo, "(automatic)"); }, [](A a) { return a.algo != nullptr; }},
+      {"ZCOLL_CHECK", "0", "1: before each collective, compare its signature across ranks; a mismatch fails every rank",
+       [](const Config& c, L) { return std::to_string(c.check ? 1 : 0); }, nullptr},
+      {"ZCOLL_CALIBRATE", "1", "0: skip the cost-model probe (built-in figures); 2: measure even if cached",
+       [](const Config& c, L) { return std::to_string(c.recalibrate ? 2 : c.calibrate ? 1 : 0); }, nullptr},
+      {"ZCOLL_CALIBRATION_DIR", "$XDG_CACHE_HOME/zcoll or ~/.cache/zcoll",
+       "cache of measured cost models; 'none' = no cache",
+       [](const Config& c, L) { return orText(c.calibrationDir, "none"); }, nullptr},
+      {"ZCOLL_TRANSPORTS", "(automatic)", "transports to use, comma-separated (shm)",
+       [](const Config& c, L) { return orText(c.transports, "(automatic)"); },
+       [](A a) { return a.transports != nullptr; }},
+      {"ZCOLL_SOCKET_IFNAME", "(loopback)", "network interface of the bootstrap sockets",
+       [](const Config& c, L) { return orText(c.socketIfname, "(loopback)"); }, nullptr},
+      {"ZCOLL_BOOTSTRAP_SECRET", "(derived)", "32 hex digits: the rendezvous secret for env launch",
+       [](const Config& c, L) { return std::string(c.bootstrapSecret.empty() ? "(derived)" : "(set, not shown)"); },
+       nullptr},
+      {"ZCOLL_COMM_ID", "(unset)", "host:port of the rendezvous for zcollCommInitFromEnv",
+       [](const Config&, L) { return std::string(env("ZCOLL_COMM_ID") ? env("ZCOLL_COMM_ID") : "(unset)"); },
+       nullptr},
+      {"ZCOLL_DEBUG", "WARN", "log level: NONE, WARN, INFO or TRACE",
+       [](const Config&, L log) {
+         static constexpr const char* kLevels[] = {"NONE", "WARN", "INFO", "TRACE"};
+         return std::string(kLevels[static_cast<int>(log.level)]);
+       },
+       nullptr},
+      {"ZCOLL_DEBUG_SUBSYS", "(all)", "comma-separated subsystems to log: init, boot, coll, shm",
+       [](const Config&, L log) { return orText(log.subsystems, "(all)"); }, nullptr},
+      {"ZCOLL_DEBUG_FILE", "(stderr)", "log file; %h is replaced by the host name, %p by the pid",
+       [](const Config&, L log) { return orText(log.file, "(stderr)"); }, nullptr},
+      {"ZCOLL_TRACE", "(off)", "Chrome trace of every collective and step, one file per rank (%r rank, %p pid)",
+       [](const Config& c, L) { return orText(c.tracePath, "(off)"); }, nullptr},
+      {"ZCOLL_TRACE_EVENTS", "262144", "trace events kept per rank (the buffer is reserved at creation)",
+       [](const Config& c, L) { return std::to_string(c.traceEvents); }, nullptr},
   };
   return vars;
 }
@@ -169,61 +201,11 @@ Status describeConfig(const zcollConfig_t* api, std::vector<ConfigValue>* out) {
   Config c;
   if (Status s = buildConfig(api, &c); !s) return s;
   const LogSettings log = readLogSettings();
-  auto orText = [](const std::string& v, const char* empty) { return v.empty() ? std::string(empty) : v; };
-  const bool apiSet = api != nullptr;
   out->clear();
   for (const ConfigVariable& v : configVariables()) {
-    const std::string name(v.name);
-    std::string value;
-    bool fromApi = false;
-    if (name == "ZCOLL_TIMEOUT_S") {
-      value = fmt::format("{:g}", static_cast<double>(c.timeoutMs) / 1000.0);
-      fromApi = apiSet && api->timeoutMs != ZCOLL_CONFIG_UNDEF_INT;
-    } else if (name == "ZCOLL_CHUNK_SIZE") {
-      value = std::to_string(c.chunkBytes);
-      fromApi = apiSet && api->chunkBytes != ZCOLL_CONFIG_UNDEF_INT;
-    } else if (name == "ZCOLL_FIFO_SLOTS") {
-      value = std::to_string(c.fifoSlots);
-      fromApi = apiSet && api->fifoSlots != ZCOLL_CONFIG_UNDEF_INT;
-    } else if (name == "ZCOLL_SPIN_NS") {
-      value = std::to_string(c.spinNs);
-    } else if (name == "ZCOLL_YIELD_NS") {
-      value = std::to_string(c.yieldNs);
-    } else if (name == "ZCOLL_ALGO") {
-      value = orText(c.algo, "(automatic)");
-      fromApi = apiSet && api->algo;
-    } else if (name == "ZCOLL_CHECK") {
-      value = std::to_string(c.check ? 1 : 0);
-    } else if (name == "ZCOLL_CALIBRATE") {
-      value = std::to_string(c.recalibrate ? 2 : c.calibrate ? 1 : 0);
-    } else if (name == "ZCOLL_CALIBRATION_DIR") {
-      value = orText(c.calibrationDir, "none");
-    } else if (name == "ZCOLL_TRANSPORTS") {
-      value = orText(c.transports, "(automatic)");
-      fromApi = apiSet && api->transports;
-    } else if (name == "ZCOLL_SOCKET_IFNAME") {
-      value = orText(c.socketIfname, "(loopback)");
-    } else if (name == "ZCOLL_BOOTSTRAP_SECRET") {
-      value = c.bootstrapSecret.empty() ? "(derived)" : "(set, not shown)";
-    } else if (name == "ZCOLL_COMM_ID") {
-      const char* id = env("ZCOLL_COMM_ID");
-      value = id ? id : "(unset)";
-    } else if (name == "ZCOLL_DEBUG") {
-      static constexpr const char* kLevels[] = {"NONE", "WARN", "INFO", "TRACE"};
-      value = kLevels[static_cast<int>(log.level)];
-    } else if (name == "ZCOLL_DEBUG_SUBSYS") {
-      value = orText(log.subsystems, "(all)");
-    } else if (name == "ZCOLL_DEBUG_FILE") {
-      value = orText(log.file, "(stderr)");
-    } else if (name == "ZCOLL_TRACE") {
-      value = orText(c.tracePath, "(off)");
-    } else if (name == "ZCOLL_TRACE_EVENTS") {
-      value = std::to_string(c.traceEvents);
-    } else {
-      value = std::string(v.defaultValue);
-    }
-    const std::string_view source = env(name.c_str()) ? "environment" : fromApi ? "API" : "default";
-    out->push_back(ConfigValue{v.name, std::move(value), source});
+    const bool fromApi = api && v.fromApi && v.fromApi(*api);
+    const std::string_view source = env(std::string(v.name).c_str()) ? "environment" : fromApi ? "API" : "default";
+    out->push_back(ConfigValue{v.name, v.value(c, log), source});
   }
   return Status::ok();
 }

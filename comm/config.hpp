@@ -44,11 +44,14 @@ struct LogSettings {
   std::string file;        // "" = stderr; %h host, %p pid
 };
 
-// One row per ZCOLL_* variable: the single table the docs are checked against.
+// One row per ZCOLL_* variable: the single table the docs are checked against, with how to show its
+// effective value and whether a zcollConfig_t field can set it (describeConfig, zcoll-info).
 struct ConfigVariable {
   std::string_view name;
   std::string_view defaultValue;
   std::string_view meaning;
+  std::string (*value)(const Config& c, const LogSettings& log);
+  bool (*fromApi)(const zcollConfig_t& api);  // nullptr: no API field
 };
 const std::vector<ConfigVariable>& configVariables();
 
