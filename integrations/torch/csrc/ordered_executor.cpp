@@ -1,0 +1,80 @@
+// ordered_executor.cpp - see ordered_executor.hpp.
+#include "ordered_executor.hpp"
+
+#include <utility>
+
+namespace zcoll_torch {
+
+OrderedExecutor::OrderedExecutor() : worker_([this] { workerLoop(); }) {}
+
+OrderedExecutor::~OrderedExecutor() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  worker_.join();
+}
+
+uint64_t OrderedExecutor::submit(Task task) {
+  uint64_t ticket;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ticket = nextTicket_++;
+    queue_.emplace_back(ticket, std::move(task));
+  }
+  cv_.notify_all();
+  return ticket;
+}
+
+void OrderedExecutor::runFront(std::unique_lock<std::mutex>& lock) {
+  auto [ticket, task] = std::move(queue_.front());
+  queue_.pop_front();
+  running_ = true;
+  lock.unlock();
+  task.run();
+  lock.lock();
+  running_ = false;
+  completedUpTo_ = ticket;  // runs are serialised, so this only grows
+  cv_.notify_all();
+  lock.unlock();
+  // Outside the ordering: the next task may start (here or on another thread) meanwhile.
+  if (task.complete) task.complete();
+  lock.lock();
+}
+
+bool OrderedExecutor::waitFor(uint64_t ticket, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (completedUpTo_ < ticket) {
+    if (!running_ && !queue_.empty() && queue_.front().first <= ticket) {
+      runFront(lock);
+      continue;
+    }
+    if (timeout.count() <= 0) {
+      cv_.wait(lock);
+    } else if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && completedUpTo_ < ticket) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool OrderedExecutor::done(uint64_t ticket) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return completedUpTo_ >= ticket;
+}
+
+void OrderedExecutor::workerLoop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    if (!running_ && !queue_.empty()) {
+      runFront(lock);
+      continue;
+    }
+    if (stop_ && queue_.empty() && !running_) return;
+    cv_.wait(lock);
+  }
+}
+
+}  // namespace zcoll_torch

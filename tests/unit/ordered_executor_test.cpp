@@ -1,0 +1,90 @@
+// The torch backend's OrderedExecutor (integrations/torch/csrc): order, caller-runs, the worker,
+// timeouts, re-entrant completion, and draining at destruction.
+#include "integrations/torch/csrc/ordered_executor.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+using zcoll_torch::OrderedExecutor;
+using namespace std::chrono_literals;
+
+TEST(OrderedExecutor, RunsTasksOneAtATimeInSubmissionOrderWhoeverRunsThem) {
+  OrderedExecutor ex;
+  std::mutex m;
+  std::vector<int> order;
+  std::atomic<int> inside{0};
+  std::atomic<bool> overlapped{false};
+  std::vector<uint64_t> tickets;
+  for (int i = 0; i < 2000; ++i) {
+    tickets.push_back(ex.submit({[&, i] {
+                                   if (inside.fetch_add(1) != 0) overlapped = true;
+                                   {
+                                     std::lock_guard<std::mutex> lock(m);
+                                     order.push_back(i);
+                                   }
+                                   inside.fetch_sub(1);
+                                 },
+                                 {}}));
+    if (i % 3 == 0) ex.waitFor(tickets.back());  // this thread may run some of them
+  }
+  ex.waitFor(tickets.back());
+  EXPECT_FALSE(overlapped.load());
+  ASSERT_EQ(order.size(), 2000u);
+  for (int i = 0; i < 2000; ++i) ASSERT_EQ(order[static_cast<size_t>(i)], i);
+  EXPECT_TRUE(ex.done(tickets.back()));
+}
+
+TEST(OrderedExecutor, TheWorkerRunsWhatNobodyWaitsFor) {
+  OrderedExecutor ex;
+  std::atomic<bool> ran{false};
+  const uint64_t t = ex.submit({[&] { ran = true; }, {}});
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!ex.done(t) && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
+  EXPECT_TRUE(ran.load());
+  EXPECT_TRUE(ex.done(t));
+}
+
+TEST(OrderedExecutor, AWaitWithATimeoutReturnsFalseWhileTheTaskStillRuns) {
+  OrderedExecutor ex;
+  std::atomic<bool> release{false};
+  const uint64_t slow = ex.submit({[&] {
+                                     while (!release) std::this_thread::sleep_for(1ms);
+                                   },
+                                   {}});
+  const uint64_t next = ex.submit({[] {}, {}});
+  // Give the worker time to start the slow task, then wait for the next one with a timeout.
+  std::this_thread::sleep_for(20ms);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_FALSE(ex.waitFor(next, 50ms));
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 45ms);
+  release = true;
+  EXPECT_TRUE(ex.waitFor(next));
+  EXPECT_TRUE(ex.done(slow));
+}
+
+TEST(OrderedExecutor, ACompletionMaySubmitAndWaitForALaterTask) {
+  OrderedExecutor ex;
+  std::atomic<int> inner{0};
+  const uint64_t outer = ex.submit({[] {}, [&] {
+                                      const uint64_t t = ex.submit({[&] { inner = 1; }, {}});
+                                      ex.waitFor(t);
+                                    }});
+  ex.waitFor(outer);
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (inner.load() == 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
+  EXPECT_EQ(inner.load(), 1);
+}
+
+TEST(OrderedExecutor, DestructionRunsWhatIsStillQueued) {
+  std::atomic<int> count{0};
+  {
+    OrderedExecutor ex;
+    for (int i = 0; i < 100; ++i) ex.submit({[&] { count.fetch_add(1); }, [&] { count.fetch_add(1000); }});
+  }
+  EXPECT_EQ(count.load(), 100 * 1001);
+}
