@@ -2,6 +2,7 @@
 #include "algorithms/reduce/host_reduce.hpp"
 
 #include "algorithms/reduce/host_reduce_f16.hpp"
+#include "algorithms/reduce/host_reduce_simd.hpp"
 
 #include <cstdint>
 #include <cstring>
@@ -117,6 +118,11 @@ uint16_t floatToBf16(float f) {
 
 ReduceFn reduceFunction(DataType type, RedOp op) {
   if (ReduceFn f = simdReduceFunction(type, op)) return f;
+  if (ReduceFn f = nativeSimdReduceFunction(type, op, cpuSimdLevel())) return f;
+  return portableReduceFunction(type, op);
+}
+
+ReduceFn portableReduceFunction(DataType type, RedOp op) {
   switch (type) {
     case DataType::Int8: return forOp<int8_t>(op);
     case DataType::Uint8: return forOp<uint8_t>(op);

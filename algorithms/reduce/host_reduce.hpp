@@ -3,9 +3,9 @@
 // dst[i] = a[i] OP b[i]; dst may alias a or b (in-place). fp16 and bf16 are computed in fp32 and
 // rounded once per call (one "step"). Signed integers wrap (computed in the unsigned type), as in
 // NCCL. Avg reduces as Sum; finalizeAvg then divides the final values by the rank count.
-// fp16 and bf16 use AVX2+F16C kernels when the CPU has them (host_reduce_f16.hpp, chosen at run
-// time, bit-identical); the other types rely on the compiler's auto-vectorisation of the baseline
-// target. AVX-512/AVX2 kernels for every type, with run-time dispatch, belong to the performance issue.
+// Chosen at run time, bit-identical to the portable kernels: fp16 and bf16 use AVX2+F16C kernels
+// (host_reduce_f16.hpp), the other types AVX-512 or AVX2 kernels (host_reduce_simd.hpp), when the
+// CPU has them.
 #pragma once
 
 #include <cstddef>
@@ -18,6 +18,8 @@ using ReduceFn = void (*)(void* dst, const void* a, const void* b, size_t n);
 using FinalizeFn = void (*)(void* data, size_t n, int divisor);
 
 ReduceFn reduceFunction(DataType type, RedOp op);
+// The portable kernel (the definition the vector kernels are tested against).
+ReduceFn portableReduceFunction(DataType type, RedOp op);
 // nullptr unless op needs a final pass (Avg).
 FinalizeFn finalizeFunction(DataType type, RedOp op);
 

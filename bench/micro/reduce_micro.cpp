@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "algorithms/reduce/host_reduce.hpp"
+#include "algorithms/reduce/host_reduce_f16.hpp"
+#include "algorithms/reduce/host_reduce_simd.hpp"
 
 namespace {
 
@@ -40,9 +42,15 @@ struct Operands {
   void* pb;
 };
 
-void kernel(benchmark::State& state, DataType type, RedOp op, size_t bytes) {
+// The kernel zcoll runs (the run-time choice, named in the label), or the portable one.
+void kernel(benchmark::State& state, DataType type, RedOp op, size_t bytes, bool portable) {
   Operands o(bytes);
-  const zcoll::ReduceFn fn = zcoll::reduceFunction(type, op);
+  const zcoll::ReduceFn fn = portable ? zcoll::portableReduceFunction(type, op) : zcoll::reduceFunction(type, op);
+  if (portable) state.SetLabel("portable");
+  else if (zcoll::simdReduceFunction(type, op)) state.SetLabel("avx2+f16c");
+  else if (zcoll::nativeSimdReduceFunction(type, op, zcoll::cpuSimdLevel()))
+    state.SetLabel(zcoll::simdLevelName(zcoll::cpuSimdLevel()));
+  else state.SetLabel("portable");
   const size_t n = bytes / zcoll::dataTypeSize(type);
   for (auto _ : state) {
     fn(o.pa, o.pa, o.pb, n);
@@ -103,7 +111,9 @@ int main(int argc, char** argv) {
         const auto red = static_cast<RedOp>(op);
         const std::string name = "reduce/" + std::string(zcoll::dataTypeName(type)) + "/" +
                                  std::string(zcoll::redOpName(red)) + "/" + sizeName(bytes);
-        benchmark::RegisterBenchmark(name.c_str(), kernel, type, red, bytes);
+        benchmark::RegisterBenchmark(name.c_str(), kernel, type, red, bytes, false);
+        if (red == RedOp::Sum)  // what the vector kernels gain
+          benchmark::RegisterBenchmark(("portable/" + name).c_str(), kernel, type, red, bytes, true);
       }
   }
   benchmark::Initialize(&argc, argv);

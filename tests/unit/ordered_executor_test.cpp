@@ -80,6 +80,23 @@ TEST(OrderedExecutor, ACompletionMaySubmitAndWaitForALaterTask) {
   EXPECT_EQ(inner.load(), 1);
 }
 
+// PowerSGD's DDP hook: a future callback (run by the completion of a task nobody waits for) issues
+// another operation and waits for it - which only the worker can run.
+TEST(OrderedExecutor, ACallbackOfAWorkerTaskMayWaitForALaterOneThatOnlyTheWorkerRuns) {
+  OrderedExecutor ex;
+  std::atomic<bool> innerRan{false}, callbackDone{false};
+  ex.submit({[] {}, [&] {
+               const uint64_t t = ex.submit({[&] { innerRan = true; }, {}});
+               const auto deadline = std::chrono::steady_clock::now() + 10s;
+               while (!ex.done(t) && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
+               callbackDone = true;
+             }});
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!callbackDone && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
+  EXPECT_TRUE(innerRan.load());
+  EXPECT_TRUE(callbackDone.load());
+}
+
 TEST(OrderedExecutor, DestructionRunsWhatIsStillQueued) {
   std::atomic<int> count{0};
   {

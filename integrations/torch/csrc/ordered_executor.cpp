@@ -5,7 +5,8 @@
 
 namespace zcoll_torch {
 
-OrderedExecutor::OrderedExecutor() : worker_([this] { workerLoop(); }) {}
+OrderedExecutor::OrderedExecutor()
+    : worker_([this] { workerLoop(); }), completer_([this] { completerLoop(); }) {}
 
 OrderedExecutor::~OrderedExecutor() {
   {
@@ -13,7 +14,13 @@ OrderedExecutor::~OrderedExecutor() {
     stop_ = true;
   }
   cv_.notify_all();
-  worker_.join();
+  worker_.join();  // runs what is queued first
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    workerDone_ = true;
+  }
+  completionCv_.notify_all();
+  completer_.join();  // then completes what is left
 }
 
 uint64_t OrderedExecutor::submit(Task task) {
@@ -27,19 +34,27 @@ uint64_t OrderedExecutor::submit(Task task) {
   return ticket;
 }
 
-void OrderedExecutor::runFront(std::unique_lock<std::mutex>& lock) {
-  auto [ticket, task] = std::move(queue_.front());
+void OrderedExecutor::runFront(std::unique_lock<std::mutex>& lock, bool onWorker) {
+  uint64_t ticket = queue_.front().first;
+  Task task = std::move(queue_.front().second);
   queue_.pop_front();
   running_ = true;
   lock.unlock();
   task.run();
+  task.run = nullptr;  // what it held goes now, without the lock
   lock.lock();
   running_ = false;
   completedUpTo_ = ticket;  // runs are serialised, so this only grows
   cv_.notify_all();
+  if (!task.complete) return;
+  if (onWorker) {
+    completions_.push_back(std::move(task.complete));
+    completionCv_.notify_one();
+    return;
+  }
   lock.unlock();
-  // Outside the ordering: the next task may start (here or on another thread) meanwhile.
-  if (task.complete) task.complete();
+  task.complete();
+  task.complete = nullptr;
   lock.lock();
 }
 
@@ -48,7 +63,7 @@ bool OrderedExecutor::waitFor(uint64_t ticket, std::chrono::milliseconds timeout
   std::unique_lock<std::mutex> lock(mutex_);
   while (completedUpTo_ < ticket) {
     if (!running_ && !queue_.empty() && queue_.front().first <= ticket) {
-      runFront(lock);
+      runFront(lock, false);
       continue;
     }
     if (timeout.count() <= 0) {
@@ -69,11 +84,28 @@ void OrderedExecutor::workerLoop() {
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     if (!running_ && !queue_.empty()) {
-      runFront(lock);
+      runFront(lock, true);
       continue;
     }
     if (stop_ && queue_.empty() && !running_) return;
     cv_.wait(lock);
+  }
+}
+
+void OrderedExecutor::completerLoop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    if (!completions_.empty()) {
+      std::function<void()> complete = std::move(completions_.front());
+      completions_.pop_front();
+      lock.unlock();
+      complete();
+      complete = nullptr;
+      lock.lock();
+      continue;
+    }
+    if (workerDone_) return;  // nothing more can arrive
+    completionCv_.wait(lock);
   }
 }
 

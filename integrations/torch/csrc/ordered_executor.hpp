@@ -7,6 +7,11 @@
 // when no other thread is running one; the worker runs what nobody waits for (async_op=True,
 // DDP's bucket all-reduces), so those still overlap the caller's compute.
 //
+// Completion (a task's `complete`, which runs future callbacks) happens outside the ordering: inline
+// on a waiting thread that ran the task, and on a separate completion thread for tasks the worker
+// ran - so a callback that issues an operation and waits for its future (PowerSGD's hook does)
+// never holds up the worker that has to run it.
+//
 // No torch here: the torch layer wraps each operation in a Task.
 #pragma once
 
@@ -24,38 +29,43 @@ class OrderedExecutor {
  public:
   struct Task {
     std::function<void()> run;       // the communication; must not throw
-    std::function<void()> complete;  // after run, on the same thread, outside the ordering: the
-                                     // next task may already run (so it may submit and wait)
+    std::function<void()> complete;  // after run, outside the ordering (may submit and wait); must not throw
   };
 
   OrderedExecutor();
-  // Runs what is still queued, then joins the worker.
+  // Runs what is still queued and completes it, then joins both threads. Must not run on either.
   ~OrderedExecutor();
   OrderedExecutor(const OrderedExecutor&) = delete;
   OrderedExecutor& operator=(const OrderedExecutor&) = delete;
 
   // Queues a task; returns its ticket (1, 2, 3...).
   uint64_t submit(Task task);
-  // Returns once task `ticket` has run (its complete() may still be running on the thread that ran
-  // it); runs queued tasks on this thread while no other thread runs one. With a timeout (> 0),
-  // returns false when it ran out first.
+  // Returns once task `ticket` has run (its complete() may still be running or queued); runs
+  // queued tasks on this thread while no other thread runs one. With a timeout (> 0), returns
+  // false when it ran out first.
   bool waitFor(uint64_t ticket, std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
   // Whether task `ticket` has run.
   bool done(uint64_t ticket) const;
 
  private:
   void workerLoop();
-  // Pops the front task and runs it with the lock released; returns with the lock held.
-  void runFront(std::unique_lock<std::mutex>& lock);
+  void completerLoop();
+  // Pops the front task and runs it with the lock released; returns with the lock held. On the
+  // worker, the completion goes to the completion thread; elsewhere it runs here.
+  void runFront(std::unique_lock<std::mutex>& lock, bool onWorker);
 
   mutable std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<std::pair<uint64_t, Task>> queue_;
+  std::deque<std::function<void()>> completions_;  // from tasks the worker ran, in order
+  std::condition_variable completionCv_;
   uint64_t nextTicket_ = 1;
   uint64_t completedUpTo_ = 0;  // the last ticket run (runs are serialised)
   bool running_ = false;        // some thread is inside runFront
   bool stop_ = false;
+  bool workerDone_ = false;  // the worker has exited: the completion thread may stop
   std::thread worker_;
+  std::thread completer_;
 };
 
 }  // namespace zcoll_torch

@@ -3,6 +3,7 @@
 #include "process_group.hpp"
 
 #include <ATen/MemoryOverlap.h>
+#include <ATen/ThreadLocalState.h>
 #include <ATen/core/ivalue.h>
 #include <c10/util/Exception.h>
 
@@ -17,9 +18,10 @@ namespace zcoll_torch {
 // A Work whose wait() runs the queued operations itself when no thread is running them.
 class ZcollWork : public c10d::Work {
  public:
-  ZcollWork(int rank, c10d::OpType type, std::shared_ptr<OrderedExecutor> executor, std::vector<at::Tensor> outputs)
+  ZcollWork(int rank, c10d::OpType type, const std::shared_ptr<OrderedExecutor>& executor,
+            std::vector<at::Tensor> outputs)
       : c10d::Work(rank, type),
-        executor_(std::move(executor)),
+        executor_(executor),
         outputs_(std::move(outputs)),
         future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {}
 
@@ -27,9 +29,16 @@ class ZcollWork : public c10d::Work {
   // On the thread that ran the operation, before complete().
   void setError(std::exception_ptr e) { error_ = std::move(e); }
   // The future first: wait() returns once finish() ran, and then the future must be complete.
+  // A callback that throws must not leave the work unfinished.
   void complete() {
-    if (error_) future_->setError(error_);
-    else future_->markCompleted(c10::IValue(outputs_));
+    try {
+      if (error_) future_->setError(error_);
+      else future_->markCompleted(c10::IValue(outputs_));
+    } catch (const std::exception& e) {
+      TORCH_WARN("zcoll: a callback of a work's future raised: ", e.what());
+    } catch (...) {
+      TORCH_WARN("zcoll: a callback of a work's future raised");
+    }
     finish(error_);
   }
 
@@ -44,7 +53,9 @@ class ZcollWork : public c10d::Work {
     TORCH_CHECK(ticket != 0,
                 "zcoll: wait() on a send or receive inside a coalescing block (batch_isend_irecv); "
                 "wait once the block has ended");
-    TORCH_CHECK(executor_->waitFor(ticket, timeout), "zcoll: wait() timed out after ", timeout.count(), " ms");
+    // The executor is gone only once the group is destroyed, and then every task has run.
+    if (std::shared_ptr<OrderedExecutor> executor = executor_.lock())
+      TORCH_CHECK(executor->waitFor(ticket, timeout), "zcoll: wait() timed out after ", timeout.count(), " ms");
     std::unique_lock<std::mutex> lock(mutex_);
     cv_.wait(lock, [&] { return completed_; });
     if (exception_) std::rethrow_exception(exception_);
@@ -53,7 +64,9 @@ class ZcollWork : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
 
  private:
-  std::shared_ptr<OrderedExecutor> executor_;
+  // Weak: the group owns the executor; a task (holding its work) must never hold the last
+  // reference, or the executor would be destroyed by its own thread.
+  std::weak_ptr<OrderedExecutor> executor_;
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   std::atomic<uint64_t> ticket_{0};
@@ -83,15 +96,21 @@ void checkTensor(const at::Tensor& t, const char* name, const char* arg) {
   TORCH_CHECK(t.layout() == c10::kStrided, "zcoll ", name, ": ", arg, " is not a dense (strided) tensor");
 }
 
-// An output written in place: no two elements may share memory.
+// An output written in place: no two elements may share memory, and its memory must hold its values
+// (not a lazily conjugated or negated view).
 void checkWritable(const at::Tensor& t, const char* name, const char* arg) {
   checkTensor(t, name, arg);
   TORCH_CHECK(at::has_internal_overlap(t) != at::MemOverlap::Yes, "zcoll ", name, ": ", arg,
               " has elements that share memory (an expanded view); it cannot be written");
+  TORCH_CHECK(!t.is_conj() && !t.is_neg(), "zcoll ", name, ": ", arg,
+              " is a conjugate or negative view; call resolve_conj()/resolve_neg() on it first");
 }
 
-const at::Tensor& single(const std::vector<at::Tensor>& tensors, const char* name) {
-  TORCH_CHECK(tensors.size() == 1, "zcoll ", name, ": expects one tensor per process, got ", tensors.size());
+// An input as its values, contiguous (a copy only where needed).
+at::Tensor denseInput(const at::Tensor& t) { return t.resolve_conj().resolve_neg().contiguous(); }
+
+const at::Tensor& single(const std::vector<at::Tensor>& tensors, const char* name, const char* arg) {
+  TORCH_CHECK(tensors.size() == 1, "zcoll ", name, ": ", arg, " must hold one tensor per process, got ", tensors.size());
   return tensors[0];
 }
 
@@ -183,19 +202,20 @@ size_t bytesOf(const at::Tensor& t) { return static_cast<size_t>(t.numel()) * t.
 // Staging of several same-shaped tensors as one flat buffer (gather targets, scatter sources).
 void checkList(const std::vector<at::Tensor>& list, const at::Tensor& like, size_t n, const char* name, const char* arg) {
   TORCH_CHECK(list.size() == n, "zcoll ", name, ": ", arg, " must hold ", n, " tensors (one per rank), got ", list.size());
-  for (const at::Tensor& t : list) {
+  for (size_t i = 0; i < list.size(); ++i) {
+    const at::Tensor& t = list[i];
     checkTensor(t, name, arg);
-    TORCH_CHECK(t.scalar_type() == like.scalar_type(), "zcoll ", name, ": ", arg, " has a ", t.scalar_type(),
-                " tensor; the input is ", like.scalar_type());
-    TORCH_CHECK(t.numel() == like.numel(), "zcoll ", name, ": ", arg, " has a tensor of ", t.numel(),
-                " elements; the input has ", like.numel());
+    TORCH_CHECK(t.scalar_type() == like.scalar_type(), "zcoll ", name, ": ", arg, "[", i, "] is ", t.scalar_type(),
+                "; the other side is ", like.scalar_type());
+    TORCH_CHECK(t.numel() == like.numel(), "zcoll ", name, ": ", arg, "[", i, "] has ", t.numel(),
+                " elements; the other side has ", like.numel());
   }
 }
 
 at::Tensor flatCat(const std::vector<at::Tensor>& list) {
   std::vector<at::Tensor> flat;
   flat.reserve(list.size());
-  for (const at::Tensor& t : list) flat.push_back(t.reshape({-1}));
+  for (const at::Tensor& t : list) flat.push_back(t.resolve_conj().resolve_neg().reshape({-1}));
   return at::cat(flat);
 }
 
@@ -273,7 +293,13 @@ c10::intrusive_ptr<ProcessGroupBase> ProcessGroupZcoll::create(const c10::intrus
   return c10::make_intrusive<ProcessGroupZcoll>(store, rank, size, ms);
 }
 
-void ProcessGroupZcoll::checkNotCoalescing(const char* name) const {
+void ProcessGroupZcoll::checkNotCoalescing(const char* name) {
+  if (coalescing_ && batch_.empty()) {
+    // A block that holds only collectives: torch 2.x fuses them into one call and never ends the
+    // block, so this call ends it.
+    coalescing_ = false;
+    return;
+  }
   TORCH_CHECK(!coalescing_, "zcoll ", name, ": only sends and receives may be issued inside a coalescing block");
 }
 
@@ -284,7 +310,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcoll::enqueue(c10d::OpType type, con
   checkNotCoalescing(name);
   auto work = c10::make_intrusive<ZcollWork>(rank_, type, executor_, std::move(outputs));
   OrderedExecutor::Task task;
-  task.run = [work, comm = comm_, op = std::string(name), run = std::move(run), after = std::move(after)] {
+  // The caller's autograd / inference-mode state goes with the operation to whichever thread runs
+  // it (the write-back copies depend on it), as gloo does.
+  task.run = [work, comm = comm_, op = std::string(name), run = std::move(run), after = std::move(after),
+              state = at::ThreadLocalState()] {
+    at::ThreadLocalStateGuard guard(state);
     try {
       const zcollResult_t r = run();
       if (r != zcollSuccess)
@@ -301,7 +331,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcoll::enqueue(c10d::OpType type, con
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupZcoll::broadcast(std::vector<at::Tensor>& tensors,
                                                             const c10d::BroadcastOptions& opts) {
-  const at::Tensor& t = single(tensors, "broadcast");
+  const at::Tensor& t = single(tensors, "broadcast", "tensors");
   checkWritable(t, "broadcast", "tensor");
   TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < size_, "zcoll broadcast: root ", opts.rootRank, " is not a rank of ",
               size_);
@@ -315,7 +345,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcoll::broadcast(std::vector<at::Tens
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupZcoll::allreduce(std::vector<at::Tensor>& tensors,
                                                             const c10d::AllreduceOptions& opts) {
-  const at::Tensor& t = single(tensors, "allreduce");
+  const at::Tensor& t = single(tensors, "allreduce", "tensors");
   checkWritable(t, "allreduce", "tensor");
   const Reduction r = reductionFor(t.scalar_type(), opts.reduceOp, "allreduce");
   auto s = std::make_shared<Staged>(stage(t, &r));
@@ -347,7 +377,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcoll::allreduce_coalesced(std::vecto
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupZcoll::reduce(std::vector<at::Tensor>& tensors,
                                                          const c10d::ReduceOptions& opts) {
-  const at::Tensor& t = single(tensors, "reduce");
+  const at::Tensor& t = single(tensors, "reduce", "tensors");
   checkWritable(t, "reduce", "tensor");
   TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < size_, "zcoll reduce: root ", opts.rootRank, " is not a rank of ",
               size_);
@@ -368,12 +398,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcoll::reduce(std::vector<at::Tensor>
 c10::intrusive_ptr<c10d::Work> ProcessGroupZcoll::allgather(std::vector<std::vector<at::Tensor>>& outputs,
                                                             std::vector<at::Tensor>& inputs,
                                                             const c10d::AllgatherOptions&) {
-  const at::Tensor& in = single(inputs, "allgather");
+  const at::Tensor& in = single(inputs, "allgather", "input list");
   checkTensor(in, "allgather", "input");
   TORCH_CHECK(outputs.size() == 1, "zcoll allgather: expects one output list per process, got ", outputs.size());
   checkList(outputs[0], in, static_cast<size_t>(size_), "allgather", "output list");
   for (const at::Tensor& t : outputs[0]) checkWritable(t, "allgather", "output list");
-  at::Tensor src = in.contiguous();
+  at::Tensor src = denseInput(in);
   at::Tensor flat = at::empty({static_cast<int64_t>(size_) * in.numel()}, in.options().memory_format(at::MemoryFormat::Contiguous));
   auto outs = std::make_shared<std::vector<at::Tensor>>(outputs[0]);
   return enqueue(
@@ -390,8 +420,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcoll::_allgather_base(at::Tensor& ou
               ", input is ", input.scalar_type());
   TORCH_CHECK(output.numel() == input.numel() * size_, "zcoll _allgather_base: output has ", output.numel(),
               " elements; it must have group size x input = ", input.numel() * size_);
-  at::Tensor src = input.contiguous();
   auto s = std::make_shared<Staged>(stage(output, nullptr));
+  at::Tensor src = denseInput(input);
+  if (at::get_overlap_status(src, s->dense) != at::MemOverlapStatus::No) src = src.clone();
   return enqueue(
       c10d::OpType::_ALLGATHER_BASE, "_allgather_base", {output},
       [src, s, comm = comm_] { return zcollAllGather(src.data_ptr(), s->data(), bytesOf(src), zcollUint8, comm, nullptr); },
@@ -401,11 +432,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcoll::_allgather_base(at::Tensor& ou
 c10::intrusive_ptr<c10d::Work> ProcessGroupZcoll::gather(std::vector<std::vector<at::Tensor>>& outputs,
                                                          std::vector<at::Tensor>& inputs,
                                                          const c10d::GatherOptions& opts) {
-  const at::Tensor& in = single(inputs, "gather");
+  const at::Tensor& in = single(inputs, "gather", "input list");
   checkTensor(in, "gather", "input");
   TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < size_, "zcoll gather: root ", opts.rootRank, " is not a rank of ", size_);
   const int root = static_cast<int>(opts.rootRank);
-  at::Tensor src = in.contiguous();
+  at::Tensor src = denseInput(in);
   at::Tensor flat;
   std::shared_ptr<std::vector<at::Tensor>> outs;
   std::vector<at::Tensor> result;
@@ -434,7 +465,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcoll::gather(std::vector<std::vector
 c10::intrusive_ptr<c10d::Work> ProcessGroupZcoll::scatter(std::vector<at::Tensor>& outputs,
                                                           std::vector<std::vector<at::Tensor>>& inputs,
                                                           const c10d::ScatterOptions& opts) {
-  const at::Tensor& out = single(outputs, "scatter");
+  const at::Tensor& out = single(outputs, "scatter", "output list");
   checkWritable(out, "scatter", "output");
   TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < size_, "zcoll scatter: root ", opts.rootRank, " is not a rank of ",
               size_);
@@ -461,7 +492,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcoll::scatter(std::vector<at::Tensor
 c10::intrusive_ptr<c10d::Work> ProcessGroupZcoll::reduce_scatter(std::vector<at::Tensor>& outputs,
                                                                  std::vector<std::vector<at::Tensor>>& inputs,
                                                                  const c10d::ReduceScatterOptions& opts) {
-  const at::Tensor& out = single(outputs, "reduce_scatter");
+  const at::Tensor& out = single(outputs, "reduce_scatter", "output list");
   checkWritable(out, "reduce_scatter", "output");
   TORCH_CHECK(inputs.size() == 1, "zcoll reduce_scatter: expects one input list per process, got ", inputs.size());
   checkList(inputs[0], out, static_cast<size_t>(size_), "reduce_scatter", "input list");
@@ -517,14 +548,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcoll::alltoall_base(at::Tensor& outp
   checkWritable(output, "alltoall_base", "output");
   TORCH_CHECK(output.scalar_type() == input.scalar_type(), "zcoll alltoall_base: output is ", output.scalar_type(),
               ", input is ", input.scalar_type());
-  at::Tensor src = input.contiguous();
   auto s = std::make_shared<Staged>(stage(output, nullptr));
+  at::Tensor src = denseInput(input);
+  // zcoll's all-to-all never runs in place, and a batch of sends and receives must not overlap.
+  if (at::get_overlap_status(src, s->dense) != at::MemOverlapStatus::No) src = src.clone();
   if (outputSplitSizes.empty() && inputSplitSizes.empty()) {
     TORCH_CHECK(input.numel() == output.numel(), "zcoll alltoall_base: input has ", input.numel(),
                 " elements, output ", output.numel());
     TORCH_CHECK(input.numel() % size_ == 0, "zcoll alltoall_base: ", input.numel(),
                 " elements do not split evenly over ", size_, " ranks");
-    if (src.data_ptr() == s->data()) src = src.clone();  // zcoll's all-to-all is never in place
     return enqueue(
         c10d::OpType::ALLTOALL_BASE, "alltoall_base", {output},
         [src, s, n = size_, comm = comm_] {
@@ -568,19 +600,25 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcoll::alltoall(std::vector<at::Tenso
               outputs.size());
   auto batch = std::make_shared<std::vector<P2P>>();
   auto staged = std::make_shared<std::vector<Staged>>();
+  for (size_t p = 0; p < outputs.size(); ++p) {
+    checkTensor(inputs[p], "alltoall", "input list");
+    checkWritable(outputs[p], "alltoall", "output list");
+    TORCH_CHECK(inputs[p].scalar_type() == outputs[p].scalar_type(), "zcoll alltoall: input list[", p, "] is ",
+                inputs[p].scalar_type(), ", output list[", p, "] is ", outputs[p].scalar_type());
+    staged->push_back(stage(outputs[p], nullptr));
+  }
   at::Tensor selfSrc, selfDst;
   for (int p = 0; p < size_; ++p) {
-    checkTensor(inputs[static_cast<size_t>(p)], "alltoall", "input list");
-    checkWritable(outputs[static_cast<size_t>(p)], "alltoall", "output list");
-    TORCH_CHECK(inputs[static_cast<size_t>(p)].scalar_type() == outputs[static_cast<size_t>(p)].scalar_type(),
-                "zcoll alltoall: input ", p, " is ", inputs[static_cast<size_t>(p)].scalar_type(), ", output ", p, " is ",
-                outputs[static_cast<size_t>(p)].scalar_type());
-    at::Tensor src = inputs[static_cast<size_t>(p)].contiguous();
-    staged->push_back(stage(outputs[static_cast<size_t>(p)], nullptr));
-    const at::Tensor& dst = staged->back().dense;
+    const at::Tensor& dst = (*staged)[static_cast<size_t>(p)].dense;
+    at::Tensor src = denseInput(inputs[static_cast<size_t>(p)]);
+    for (const Staged& o : *staged)  // a batch of sends and receives must not overlap
+      if (at::get_overlap_status(src, o.dense) != at::MemOverlapStatus::No) {
+        src = src.clone();
+        break;
+      }
     if (p == rank_) {
-      TORCH_CHECK(src.numel() == dst.numel(), "zcoll alltoall: this rank sends itself ", src.numel(),
-                  " elements into an output of ", dst.numel());
+      TORCH_CHECK(src.numel() == dst.numel(), "zcoll alltoall: input list[", p, "] (to this rank) has ", src.numel(),
+                  " elements; output list[", p, "] has ", dst.numel());
       selfSrc = src;
       selfDst = dst;
     } else {
@@ -591,7 +629,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcoll::alltoall(std::vector<at::Tenso
   return enqueue(
       c10d::OpType::ALLTOALL, "alltoall", outputs,
       [this, batch, selfSrc, selfDst] {
-        selfDst.copy_(selfSrc);
+        selfDst.view({-1}).copy_(selfSrc.view({-1}));
         return runP2P(*batch);
       },
       [staged] {
@@ -601,12 +639,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcoll::alltoall(std::vector<at::Tenso
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupZcoll::p2p(bool isSend, std::vector<at::Tensor>& tensors, int peer,
                                                       const char* name) {
-  const at::Tensor& t = single(tensors, name);
+  const at::Tensor& t = single(tensors, name, "tensors");
   if (isSend) checkTensor(t, name, "tensor");
   else checkWritable(t, name, "tensor");
   TORCH_CHECK(peer >= 0 && peer < size_ && peer != rank_, "zcoll ", name, ": peer ", peer,
               " is not another rank of the group (size ", size_, ", this rank ", rank_, ")");
-  P2P item{isSend, peer, t.contiguous(), t};
+  P2P item{isSend, peer, isSend ? denseInput(t) : t.contiguous(), t};
   const c10d::OpType type = isSend ? c10d::OpType::SEND : c10d::OpType::RECV;
   if (coalescing_) {
     auto work = c10::make_intrusive<ZcollWork>(rank_, type, executor_, tensors);
@@ -651,7 +689,7 @@ struct BatchCompletion {
 };
 }  // namespace
 
-#if TORCH_VERSION_MAJOR >= 2
+#if ZCOLL_TORCH_END_COALESCING_RETURNS_WORK
 c10::intrusive_ptr<c10d::Work> ProcessGroupZcoll::endCoalescing() {
 #else
 void ProcessGroupZcoll::endCoalescing(std::vector<c10::intrusive_ptr<c10d::Work>>&) {
@@ -664,7 +702,8 @@ void ProcessGroupZcoll::endCoalescing(std::vector<c10::intrusive_ptr<c10d::Work>
   batchWorks_.clear();
   auto all = c10::make_intrusive<ZcollWork>(rank_, c10d::OpType::UNKNOWN, executor_, std::vector<at::Tensor>{});
   OrderedExecutor::Task task;
-  task.run = [this, batch, works, all, comm = comm_] {
+  task.run = [this, batch, works, all, comm = comm_, state = at::ThreadLocalState()] {
+    at::ThreadLocalStateGuard guard(state);
     std::exception_ptr error;
     try {
       const zcollResult_t r = runP2P(*batch);
@@ -686,7 +725,7 @@ void ProcessGroupZcoll::endCoalescing(std::vector<c10::intrusive_ptr<c10d::Work>
   const uint64_t ticket = executor_->submit(std::move(task));
   for (auto& w : works->works) w->setTicket(ticket);
   all->setTicket(ticket);
-#if TORCH_VERSION_MAJOR >= 2
+#if ZCOLL_TORCH_END_COALESCING_RETURNS_WORK
   return all;
 #endif
 }

@@ -31,6 +31,10 @@
 
 namespace zcoll_torch {
 
+// torch 2.1 made endCoalescing() return the batch's Work (before: endCoalescing(reqs)).
+#define ZCOLL_TORCH_END_COALESCING_RETURNS_WORK \
+  (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1))
+
 #if TORCH_VERSION_MAJOR >= 2
 using ProcessGroupBase = c10d::Backend;
 #else
@@ -91,7 +95,7 @@ class ProcessGroupZcoll : public ProcessGroupBase {
   // batch_isend_irecv: the sends and receives issued in between run as one zcoll group, so that
   // their order across ranks does not matter.
   void startCoalescing() override;
-#if TORCH_VERSION_MAJOR >= 2
+#if ZCOLL_TORCH_END_COALESCING_RETURNS_WORK
   c10::intrusive_ptr<c10d::Work> endCoalescing() override;
 #else
   void endCoalescing(std::vector<c10::intrusive_ptr<c10d::Work>>& reqs) override;
@@ -111,9 +115,10 @@ class ProcessGroupZcoll : public ProcessGroupBase {
   c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, const char* name, std::vector<at::Tensor> outputs,
                                          std::function<zcollResult_t()> run, std::function<void()> after = {});
   c10::intrusive_ptr<c10d::Work> p2p(bool isSend, std::vector<at::Tensor>& tensors, int peer, const char* name);
-  // Runs a batch of transfers as one zcoll group (a transfer to self is a copy).
+  // Runs a batch of transfers (never to this rank) as one zcoll group; empty ones are skipped.
   zcollResult_t runP2P(const std::vector<P2P>& batch) const;
-  void checkNotCoalescing(const char* name) const;
+  // Refuses a collective inside a coalescing block of sends and receives.
+  void checkNotCoalescing(const char* name);
 
   zcollComm_t comm_ = nullptr;
   std::shared_ptr<OrderedExecutor> executor_;

@@ -3,7 +3,8 @@
 Scenarios (each rank prints "OK <scenario>" at the end, or raises):
   ops    every operation on zcoll beside gloo (or beside the reference where gloo has no such
          operation), several dtypes and sizes, element by element
-  ddp    DistributedDataParallel, 20 steps on zcoll and on gloo: the same parameters
+  ddp    DistributedDataParallel, 20 steps on zcoll and on gloo: the same parameters (plain, and
+         with the PowerSGD communication hook)
   zero   torch.distributed.optim.ZeroRedundancyOptimizer on zcoll and on gloo: the same parameters
   kill   rank 1 dies mid-training; the others must raise within the timeout (ZCOLL_TEST_TIMEOUT_S)
   errors bad arguments raise a RuntimeError naming them; the group stays usable
@@ -267,10 +268,15 @@ def scenario_ops(rank, n, gloo):
     print(f"rank {rank}: {checks} checks", flush=True)
 
 
-def train(pg, steps, zero=False):
+def train(pg, steps, zero=False, powersgd=False):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(20, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
     ddp = torch.nn.parallel.DistributedDataParallel(model, process_group=pg, bucket_cap_mb=0.01)
+    if powersgd:  # its callbacks issue all-reduces and wait for them inside a future callback
+        from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as psgd
+        state = psgd.PowerSGDState(process_group=pg, matrix_approximation_rank=2, start_powerSGD_iter=2,
+                                   min_compression_rate=0.5, random_seed=0)
+        ddp.register_comm_hook(state, psgd.powerSGD_hook)
     if zero:
         from torch.distributed.optim import ZeroRedundancyOptimizer
         opt = ZeroRedundancyOptimizer(ddp.parameters(), optimizer_class=torch.optim.Adam, lr=1e-2, process_group=pg)
@@ -286,9 +292,9 @@ def train(pg, steps, zero=False):
     return [p.detach().clone() for p in model.parameters()]
 
 
-def compare_training(rank, n, gloo, zero):
-    a = train(None, 20, zero)
-    b = train(gloo, 20, zero)
+def compare_training(rank, n, gloo, zero, powersgd=False):
+    a = train(None, 20, zero, powersgd)
+    b = train(gloo, 20, zero, powersgd)
     for pa, pb in zip(a, b):
         torch.testing.assert_close(pa, pb, rtol=1e-5, atol=1e-6)
     # and every rank holds the same model
@@ -357,6 +363,7 @@ def main():
         scenario_ops(rank, n, gloo)
     elif scenario == "ddp":
         compare_training(rank, n, gloo, zero=False)
+        compare_training(rank, n, gloo, zero=False, powersgd=True)
     elif scenario == "zero":
         compare_training(rank, n, gloo, zero=True)
     elif scenario == "kill":
