@@ -81,20 +81,28 @@ TEST(OrderedExecutor, ACompletionMaySubmitAndWaitForALaterTask) {
 }
 
 // PowerSGD's DDP hook: a future callback (run by the completion of a task nobody waits for) issues
-// another operation and waits for it - which only the worker can run.
-TEST(OrderedExecutor, ACallbackOfAWorkerTaskMayWaitForALaterOneThatOnlyTheWorkerRuns) {
+// another operation and waits for its future - completed by that task's own completion, which must
+// not queue up behind the callback that waits for it. Two levels deep.
+TEST(OrderedExecutor, ACallbackMayWaitForTheCompletionOfALaterTask) {
   OrderedExecutor ex;
-  std::atomic<bool> innerRan{false}, callbackDone{false};
+  std::atomic<bool> innermost{false}, middle{false}, outer{false};
+  auto waitUntil = [](std::atomic<bool>& flag) {
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (!flag && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
+  };
   ex.submit({[] {}, [&] {
-               const uint64_t t = ex.submit({[&] { innerRan = true; }, {}});
-               const auto deadline = std::chrono::steady_clock::now() + 10s;
-               while (!ex.done(t) && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
-               callbackDone = true;
+               ex.submit({[] {}, [&] {
+                            ex.submit({[] {}, [&] { innermost = true; }});
+                            waitUntil(innermost);
+                            middle = innermost.load();
+                          }});
+               waitUntil(middle);
+               outer = middle.load();
              }});
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (!callbackDone && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
-  EXPECT_TRUE(innerRan.load());
-  EXPECT_TRUE(callbackDone.load());
+  waitUntil(outer);
+  EXPECT_TRUE(innermost.load());
+  EXPECT_TRUE(middle.load());
+  EXPECT_TRUE(outer.load());
 }
 
 TEST(OrderedExecutor, DestructionRunsWhatIsStillQueued) {

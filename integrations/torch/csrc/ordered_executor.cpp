@@ -5,8 +5,7 @@
 
 namespace zcoll_torch {
 
-OrderedExecutor::OrderedExecutor()
-    : worker_([this] { workerLoop(); }), completer_([this] { completerLoop(); }) {}
+OrderedExecutor::OrderedExecutor() : worker_([this] { workerLoop(); }) {}
 
 OrderedExecutor::~OrderedExecutor() {
   {
@@ -20,7 +19,7 @@ OrderedExecutor::~OrderedExecutor() {
     workerDone_ = true;
   }
   completionCv_.notify_all();
-  completer_.join();  // then completes what is left
+  for (std::thread& t : completers_) t.join();  // then completes what is left
 }
 
 uint64_t OrderedExecutor::submit(Task task) {
@@ -49,7 +48,10 @@ void OrderedExecutor::runFront(std::unique_lock<std::mutex>& lock, bool onWorker
   if (!task.complete) return;
   if (onWorker) {
     completions_.push_back(std::move(task.complete));
-    completionCv_.notify_one();
+    if (idleCompleters_ < completions_.size() && completers_.size() < kMaxCompleters)
+      completers_.emplace_back([this] { completerLoop(); });
+    else
+      completionCv_.notify_one();
     return;
   }
   lock.unlock();
@@ -105,7 +107,9 @@ void OrderedExecutor::completerLoop() {
       continue;
     }
     if (workerDone_) return;  // nothing more can arrive
+    ++idleCompleters_;
     completionCv_.wait(lock);
+    --idleCompleters_;
   }
 }
 

@@ -8,9 +8,10 @@
 // DDP's bucket all-reduces), so those still overlap the caller's compute.
 //
 // Completion (a task's `complete`, which runs future callbacks) happens outside the ordering: inline
-// on a waiting thread that ran the task, and on a separate completion thread for tasks the worker
-// ran - so a callback that issues an operation and waits for its future (PowerSGD's hook does)
-// never holds up the worker that has to run it.
+// on a waiting thread that ran the task, and on completion threads for tasks the worker ran - so a
+// callback that issues an operation and waits for its future (PowerSGD's hook does) never holds up
+// the worker that has to run it. While every completion thread is busy in such a callback, the
+// next completion gets a new one (up to kMaxCompleters), since it may be the one they wait for.
 //
 // No torch here: the torch layer wraps each operation in a Task.
 #pragma once
@@ -22,6 +23,7 @@
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 namespace zcoll_torch {
 
@@ -57,15 +59,17 @@ class OrderedExecutor {
   mutable std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<std::pair<uint64_t, Task>> queue_;
+  static constexpr size_t kMaxCompleters = 16;
   std::deque<std::function<void()>> completions_;  // from tasks the worker ran, in order
   std::condition_variable completionCv_;
+  std::vector<std::thread> completers_;  // started on demand, by the worker
+  size_t idleCompleters_ = 0;
   uint64_t nextTicket_ = 1;
   uint64_t completedUpTo_ = 0;  // the last ticket run (runs are serialised)
   bool running_ = false;        // some thread is inside runFront
   bool stop_ = false;
-  bool workerDone_ = false;  // the worker has exited: the completion thread may stop
+  bool workerDone_ = false;  // the worker has exited: completion threads may stop
   std::thread worker_;
-  std::thread completer_;
 };
 
 }  // namespace zcoll_torch
