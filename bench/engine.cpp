@@ -4,6 +4,7 @@
 #include "bench/output.hpp"
 
 #include <strings.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -254,6 +255,12 @@ class Runner {
 };
 
 // Reductions over ranks of the benchmark's own bookkeeping, through zcoll itself.
+long minorFaults() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_minflt;
+}
+
 bool sumOver(zcollComm_t comm, double* v) { return zcollAllReduce(v, v, 1, zcollDouble, zcollSum, comm, nullptr) == zcollSuccess; }
 bool maxOver(zcollComm_t comm, double* v) { return zcollAllReduce(v, v, 1, zcollDouble, zcollMax, comm, nullptr) == zcollSuccess; }
 
@@ -433,15 +440,18 @@ long long sweep(const std::vector<zcollComm_t>& comms, const Args& a, FILE* out,
       iters = std::min(iters, c);
     }
     std::vector<std::array<double, kMaxTrials>> tt(K);
+    std::vector<double> faults(K, 0.0);  // minor page faults in the timed loops (getrusage, outside the clock)
     for (int tr = 0; tr < trials; ++tr) {
       for (size_t j = 0; j < K; ++j) {
         const size_t k = (j + static_cast<size_t>(tr)) % K;  // rotated: no communicator always goes first
         double zero = 0;
         if (!sumOver(comms[k], &zero)) return fail(comms[k], zcollInternalError);  // barrier
+        const long f0 = minorFaults();
         double t0 = now();
         for (int it = 0; it < iters; ++it)
           if (zcollResult_t r = runner.op(comms[k], count); r != zcollSuccess) return fail(comms[k], r);
         double sec = (now() - t0) / iters;
+        faults[k] += static_cast<double>(minorFaults() - f0);
         if (!sumOver(comms[k], &sec)) return fail(comms[k], zcollInternalError);
         tt[k][tr] = sec / nranks;
       }
@@ -455,6 +465,8 @@ long long sweep(const std::vector<zcollComm_t>& comms, const Args& a, FILE* out,
       res.sec = tt[k][(trials - 1) / 2];
       res.tmin = tt[k][0];
       res.tmax = tt[k][trials - 1];
+      if (!sumOver(comms[k], &faults[k])) return fail(comms[k], zcollInternalError);
+      res.faults = static_cast<long long>(faults[k]);
       if (a.check) {
         runner.prepare(count);
         if (zcollResult_t r = runner.op(comms[k], count); r != zcollSuccess) return fail(comms[k], r);

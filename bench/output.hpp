@@ -17,6 +17,7 @@ struct SizeResult {
   double sec = 0, tmin = 0, tmax = 0;
   int iters = 0;
   long long wrong = -1;
+  long long faults = 0;  // minor page faults in the timed loops, all ranks (the steady state: 0)
   std::string algo;
 
   double algbw() const { return static_cast<double>(bytes) / 1e9 / sec; }  // GB/s

@@ -113,27 +113,27 @@ TEST(HostReduce, VectorKernelsMatchThePortableOnesBitForBit) {
         ReduceFn vec = nativeSimdReduceFunction(t, op, level), ref = portableReduceFunction(t, op);
         ASSERT_NE(vec, nullptr);
         for (size_t n : lengths) {
-          std::vector<uint8_t> a(n * es + 1), b(n * es + 1), want(n * es + 1), got(n * es + 1);
+          std::vector<uint8_t> a((n + 1) * es), b((n + 1) * es), want((n + 1) * es), got((n + 1) * es);
           for (auto& v : a) v = static_cast<uint8_t>(next());
           for (auto& v : b) v = static_cast<uint8_t>(next());
-          ref(want.data() + 1, a.data() + 1, b.data() + 1, n);  // + 1: unaligned on purpose
-          vec(got.data() + 1, a.data() + 1, b.data() + 1, n);
+          ref(want.data() + es, a.data() + es, b.data() + es, n);  // one element in: not vector-aligned
+          vec(got.data() + es, a.data() + es, b.data() + es, n);
           auto isNan = [&](const uint8_t* p) {
             if (t == DataType::Float32) { float f; std::memcpy(&f, p, 4); return f != f; }
             if (t == DataType::Float64) { double d; std::memcpy(&d, p, 8); return d != d; }
             return false;
           };
           for (size_t i = 0; i < n; ++i) {
-            const uint8_t* w = want.data() + 1 + i * es;
-            const uint8_t* g = got.data() + 1 + i * es;
+            const uint8_t* w = want.data() + es + i * es;
+            const uint8_t* g = got.data() + es + i * es;
             if (isNan(w) && isNan(g)) continue;  // NaN payloads may differ
             ASSERT_EQ(std::memcmp(w, g, es), 0) << simdLevelName(level) << " " << dataTypeName(t) << " "
                                                << redOpName(op) << " n=" << n << " i=" << i;
           }
-          vec(a.data() + 1, a.data() + 1, b.data() + 1, n);  // in place
+          vec(a.data() + es, a.data() + es, b.data() + es, n);  // in place
           for (size_t i = 0; i < n; ++i) {
-            const uint8_t* w = want.data() + 1 + i * es;
-            const uint8_t* g = a.data() + 1 + i * es;
+            const uint8_t* w = want.data() + es + i * es;
+            const uint8_t* g = a.data() + es + i * es;
             if (isNan(w) && isNan(g)) continue;
             ASSERT_EQ(std::memcmp(w, g, es), 0) << "in place, " << simdLevelName(level) << " " << dataTypeName(t);
           }

@@ -1,0 +1,112 @@
+// steady_state_test.cpp - the steady state of a communicator takes no page fault and allocates
+// nothing: after warm-up, every collective at several sizes runs hundreds of times with the
+// process's minor-fault count (getrusage) and its operator new count unchanged. Its own executable:
+// it replaces the global operator new to count.
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+#include <thread>
+#include <vector>
+
+#include "zcoll/zcoll.h"
+
+namespace {
+std::atomic<long> gNews{0};
+
+void* counted(size_t n, size_t align = 0) {
+  gNews.fetch_add(1, std::memory_order_relaxed);
+  if (n == 0) n = 1;
+  void* p = align > alignof(std::max_align_t) ? std::aligned_alloc(align, (n + align - 1) / align * align) : std::malloc(n);
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+}  // namespace
+
+void* operator new(size_t n) { return counted(n); }
+void* operator new[](size_t n) { return counted(n); }
+void* operator new(size_t n, std::align_val_t a) { return counted(n, static_cast<size_t>(a)); }
+void* operator new[](size_t n, std::align_val_t a) { return counted(n, static_cast<size_t>(a)); }
+void* operator new(size_t n, const std::nothrow_t&) noexcept {
+  try { return counted(n); } catch (...) { return nullptr; }
+}
+void* operator new[](size_t n, const std::nothrow_t&) noexcept {
+  try { return counted(n); } catch (...) { return nullptr; }
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, size_t) noexcept { std::free(p); }
+void operator delete[](void* p, size_t) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, size_t, std::align_val_t) noexcept { std::free(p); }
+
+namespace {
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+#else
+constexpr bool kSanitized = false;
+#endif
+
+long minorFaults() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_minflt;
+}
+
+// Every collective the benchmark measures, at a small, a middle and a large size.
+void runAll(zcollComm_t comm, std::vector<float>& a, std::vector<float>& b, int nranks) {
+  for (size_t count : {size_t{2}, size_t{16} << 10, size_t{1} << 20}) {
+    ASSERT_EQ(zcollAllReduce(a.data(), b.data(), count, zcollFloat, zcollSum, comm, nullptr), zcollSuccess);
+    ASSERT_EQ(zcollAllReduce(a.data(), a.data(), count, zcollFloat, zcollSum, comm, nullptr), zcollSuccess);
+    const size_t per = count / nranks ? count / nranks : 1;
+    ASSERT_EQ(zcollAllGather(a.data(), b.data(), per, zcollFloat, comm, nullptr), zcollSuccess);
+    ASSERT_EQ(zcollReduceScatter(a.data(), b.data(), per, zcollFloat, zcollSum, comm, nullptr), zcollSuccess);
+    ASSERT_EQ(zcollBroadcast(a.data(), b.data(), count, zcollFloat, 0, comm, nullptr), zcollSuccess);
+    ASSERT_EQ(zcollReduce(a.data(), b.data(), count, zcollFloat, zcollSum, 1, comm, nullptr), zcollSuccess);
+  }
+  ASSERT_EQ(zcollBarrier(comm, nullptr), zcollSuccess);
+}
+
+TEST(SteadyState, CollectivesTakeNoPageFaultAndAllocateNothing) {
+  if (kSanitized) GTEST_SKIP() << "sanitizers allocate shadow memory and replace the allocator";
+  constexpr int kRanks = 2, kRounds = 100;
+  zcollUniqueId id;
+  ASSERT_EQ(zcollGetUniqueId(&id), zcollSuccess);
+  long faultsBefore = 0, faultsAfter = 0, newsBefore = 0, newsAfter = 0;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kRanks; ++r) {
+    threads.emplace_back([&, r] {
+      zcollComm_t comm = nullptr;
+      ASSERT_EQ(zcollCommInitRank(&comm, kRanks, id, r), zcollSuccess) << zcollGetLastError(nullptr);
+      std::vector<float> a(size_t{2} << 20, 1.0f), b(size_t{2} << 20, 0.0f);  // touched here
+      for (int w = 0; w < 5; ++w) runAll(comm, a, b, kRanks);  // warm-up: scratch, pools, pages
+      ASSERT_EQ(zcollBarrier(comm, nullptr), zcollSuccess);
+      if (r == 0) faultsBefore = minorFaults(), newsBefore = gNews.load();
+      ASSERT_EQ(zcollBarrier(comm, nullptr), zcollSuccess);
+      for (int i = 0; i < kRounds; ++i) runAll(comm, a, b, kRanks);
+      ASSERT_EQ(zcollBarrier(comm, nullptr), zcollSuccess);
+      if (r == 0) faultsAfter = minorFaults(), newsAfter = gNews.load();
+      ASSERT_EQ(zcollBarrier(comm, nullptr), zcollSuccess);
+      EXPECT_EQ(zcollCommDestroy(comm), zcollSuccess);
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::printf("%d rounds of 18 collectives on %d ranks: %ld minor page faults, %ld allocations\n", kRounds, kRanks,
+              faultsAfter - faultsBefore, newsAfter - newsBefore);
+  EXPECT_GT(newsBefore, 0) << "the count must see the library's allocations (creating a communicator makes some)";
+  EXPECT_EQ(faultsAfter - faultsBefore, 0);
+  EXPECT_EQ(newsAfter - newsBefore, 0);
+}
+
+}  // namespace
