@@ -118,13 +118,18 @@ Status Communicator::calibrate() {
   };
   std::vector<Samples> samples(static_cast<size_t>(n));
   Samples& mine = samples[static_cast<size_t>(rank_)];
-  for (int k = 0; k < m.points; ++k) {
-    OpArgs op{Collective::AllReduce, buf, buf + kMaxFloats, kCalibrationBytes[k] / sizeof(float), DataType::Float32,
-              RedOp::Sum};
-    for (int trial = -kWarmup[k]; trial < kTrials[k]; ++trial) {
+  // Trials are the outer loop: trial t of every size runs before trial t+1 of any, so a burst of
+  // load from elsewhere (this VM's neighbours stall it for milliseconds) lands in one trial of a few
+  // sizes - which the median discards - rather than in every trial of one size.
+  constexpr int kMaxWarmup = 3;
+  for (int trial = -kMaxWarmup; trial < kMaxTrials; ++trial) {
+    for (int k = 0; k < m.points; ++k) {
+      if (trial < -kWarmup[k] || trial >= kTrials[k]) continue;
+      OpArgs op{Collective::AllReduce, buf, buf + kMaxFloats, kCalibrationBytes[k] / sizeof(float), DataType::Float32,
+                RedOp::Sum};
       // The order rotates with the trial, so no algorithm always comes first after the barrier.
       for (size_t j = 0; j < algos.size(); ++j) {
-        const size_t i = (j + static_cast<size_t>(trial + kWarmup[k])) % algos.size();
+        const size_t i = (j + static_cast<size_t>(trial + kMaxWarmup)) % algos.size();
         // Start together, as the benchmark does: otherwise a sample includes waiting for peers
         // still finishing the previous algorithm's ops.
         if (Status s = execute(barrierOp, *barrier); !s) return s;
