@@ -9,8 +9,8 @@
 // all ranks choose the same algorithm. All-reduce itself is priced by those measured curves.
 #pragma once
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <string_view>
 
@@ -80,6 +80,30 @@ inline size_t opBytes(Collective coll, size_t count, DataType dtype, int nranks)
       return bytes * static_cast<size_t>(nranks);
     default:
       return bytes;
+  }
+}
+
+// The figures of one calibration size from paired trials: t[i * trials + tr] is algorithm i's time
+// in trial tr (mean over ranks). Within a trial the algorithms ran back to back under the same
+// machine conditions; between trials this VM's speed can change severalfold. So each algorithm is
+// judged by the median over trials of its time relative to the trial's fastest, and its figure is
+// that ratio times the median of the fastest times. out[i] for each of `algos` algorithms.
+inline void pairedFigures(const double* t, int algos, int trials, float* out) {
+  constexpr int kMax = 16;
+  if (algos <= 0 || trials <= 0 || trials > kMax) return;
+  double best[kMax], sorted[kMax];
+  for (int tr = 0; tr < trials; ++tr) {
+    best[tr] = t[tr];
+    for (int i = 1; i < algos; ++i) best[tr] = std::min(best[tr], t[i * trials + tr]);
+    sorted[tr] = best[tr];
+  }
+  std::sort(sorted, sorted + trials);
+  const double scale = sorted[trials / 2];
+  for (int i = 0; i < algos; ++i) {
+    double ratio[kMax];
+    for (int tr = 0; tr < trials; ++tr) ratio[tr] = best[tr] > 0 ? t[i * trials + tr] / best[tr] : 1.0;
+    std::sort(ratio, ratio + trials);
+    out[i] = static_cast<float>(ratio[trials / 2] * scale);
   }
 }
 

@@ -144,19 +144,20 @@ Status Communicator::calibrate() {
     }
   }
   // A sample is the mean over ranks (as zcoll-bench reports it: one rank alone may finish early, e.g.
-  // the root of a broadcast phase); the figure is the median of the samples. Every rank gets every
-  // rank's samples and computes the same model.
+  // the root of a broadcast phase); the figures come from the paired trials (pairedFigures). Every
+  // rank gets every rank's samples and computes the same model.
   if (Status s = bootstrap_->allGather(samples.data(), sizeof(Samples)); !s) return s;
   for (int k = 0; k < m.points; ++k) {
-    for (size_t i = 0; i < algos.size(); ++i) {
-      std::array<double, kMaxTrials> trials{};
+    std::array<double, kMaxCurves * kMaxTrials> t{};
+    for (size_t i = 0; i < algos.size(); ++i)
       for (int tr = 0; tr < kTrials[k]; ++tr) {
-        for (int r = 0; r < n; ++r) trials[tr] += samples[static_cast<size_t>(r)].t[k][i][tr];
-        trials[tr] /= n;
+        double sum = 0;
+        for (int r = 0; r < n; ++r) sum += samples[static_cast<size_t>(r)].t[k][i][tr];
+        t[i * static_cast<size_t>(kTrials[k]) + static_cast<size_t>(tr)] = sum / n;
       }
-      std::sort(trials.begin(), trials.begin() + kTrials[k]);
-      m.allReduce[i].seconds[k] = static_cast<float>(trials[kTrials[k] / 2]);
-    }
+    float figures[kMaxCurves];
+    pairedFigures(t.data(), static_cast<int>(algos.size()), kTrials[k], figures);
+    for (size_t i = 0; i < algos.size(); ++i) m.allReduce[i].seconds[k] = figures[i];
   }
   if (rank_ == 0)
     for (size_t i = 0; i < algos.size(); ++i) {

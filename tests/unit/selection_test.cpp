@@ -68,5 +68,23 @@ TEST(CostModel, LatencyThenBandwidth) {
   }
 }
 
+// Algorithm A is faster than B within every trial but one (where the machine slowed down between
+// them); absolute medians pick B, the paired figures A.
+TEST(CostModel, PairedFiguresJudgeWithinTrials) {
+  const double t[] = {
+      1.0, 3.0, 3.0, 1.0, 3.0,  // A
+      1.1, 1.1, 3.3, 1.1, 3.3,  // B
+      1.3, 3.9, 3.9, 1.3, 3.9,  // C
+  };
+  float out[3];
+  pairedFigures(t, 3, 5, out);
+  // Fastest per trial: 1.0 1.1 3.0 1.0 3.0 (median 1.1); ratios' medians: A 1, B 1.1, C 1.3.
+  EXPECT_FLOAT_EQ(out[0], 1.1f);
+  EXPECT_FLOAT_EQ(out[1], 1.1f * 1.1f);
+  EXPECT_NEAR(out[2], 1.3 * 1.1, 1e-6);
+  EXPECT_LT(out[0], out[1]);
+  EXPECT_LT(out[1], out[2]);
+}
+
 }  // namespace
 }  // namespace zcoll
