@@ -293,6 +293,11 @@ c10::intrusive_ptr<ProcessGroupBase> ProcessGroupZcoll::create(const c10::intrus
   return c10::make_intrusive<ProcessGroupZcoll>(store, rank, size, ms);
 }
 
+int ProcessGroupZcoll::checkRoot(int64_t root, const char* name) const {
+  TORCH_CHECK(root >= 0 && root < size_, "zcoll ", name, ": root ", root, " is not a rank of the group (size ", size_, ")");
+  return static_cast<int>(root);
+}
+
 void ProcessGroupZcoll::checkNotCoalescing(const char* name) {
   if (coalescing_ && batch_.empty()) {
     // A block that holds only collectives: torch 2.x fuses them into one call and never ends the
@@ -333,10 +338,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcoll::broadcast(std::vector<at::Tens
                                                             const c10d::BroadcastOptions& opts) {
   const at::Tensor& t = single(tensors, "broadcast", "tensors");
   checkWritable(t, "broadcast", "tensor");
-  TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < size_, "zcoll broadcast: root ", opts.rootRank, " is not a rank of ",
-              size_);
+  const int root = checkRoot(opts.rootRank, "broadcast");
   auto s = std::make_shared<Staged>(stage(t, nullptr));
-  const int root = static_cast<int>(opts.rootRank);
   return enqueue(
       c10d::OpType::BROADCAST, "broadcast", tensors,
       [s, root, comm = comm_] { return zcollBroadcast(s->data(), s->data(), bytesOf(s->buf), zcollUint8, root, comm, nullptr); },
@@ -379,11 +382,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcoll::reduce(std::vector<at::Tensor>
                                                          const c10d::ReduceOptions& opts) {
   const at::Tensor& t = single(tensors, "reduce", "tensors");
   checkWritable(t, "reduce", "tensor");
-  TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < size_, "zcoll reduce: root ", opts.rootRank, " is not a rank of ",
-              size_);
+  const int root = checkRoot(opts.rootRank, "reduce");
   const Reduction r = reductionFor(t.scalar_type(), opts.reduceOp, "reduce");
   auto s = std::make_shared<Staged>(stage(t, &r));
-  const int root = static_cast<int>(opts.rootRank);
   const bool atRoot = root == rank_;
   return enqueue(
       c10d::OpType::REDUCE, "reduce", tensors,
@@ -434,8 +435,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcoll::gather(std::vector<std::vector
                                                          const c10d::GatherOptions& opts) {
   const at::Tensor& in = single(inputs, "gather", "input list");
   checkTensor(in, "gather", "input");
-  TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < size_, "zcoll gather: root ", opts.rootRank, " is not a rank of ", size_);
-  const int root = static_cast<int>(opts.rootRank);
+  const int root = checkRoot(opts.rootRank, "gather");
   at::Tensor src = denseInput(in);
   at::Tensor flat;
   std::shared_ptr<std::vector<at::Tensor>> outs;
@@ -467,9 +467,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcoll::scatter(std::vector<at::Tensor
                                                           const c10d::ScatterOptions& opts) {
   const at::Tensor& out = single(outputs, "scatter", "output list");
   checkWritable(out, "scatter", "output");
-  TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < size_, "zcoll scatter: root ", opts.rootRank, " is not a rank of ",
-              size_);
-  const int root = static_cast<int>(opts.rootRank);
+  const int root = checkRoot(opts.rootRank, "scatter");
   at::Tensor flat;
   if (root == rank_) {
     TORCH_CHECK(inputs.size() == 1, "zcoll scatter: the root expects one input list, got ", inputs.size());

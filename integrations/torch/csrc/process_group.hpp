@@ -117,6 +117,8 @@ class ProcessGroupZcoll : public ProcessGroupBase {
   c10::intrusive_ptr<c10d::Work> p2p(bool isSend, std::vector<at::Tensor>& tensors, int peer, const char* name);
   // Runs a batch of transfers (never to this rank) as one zcoll group; empty ones are skipped.
   zcollResult_t runP2P(const std::vector<P2P>& batch) const;
+  // The root of a rooted collective, checked.
+  int checkRoot(int64_t root, const char* name) const;
   // Refuses a collective inside a coalescing block of sends and receives.
   void checkNotCoalescing(const char* name);
 
