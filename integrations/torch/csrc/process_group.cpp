@@ -7,8 +7,11 @@
 #include <ATen/core/ivalue.h>
 #include <c10/util/Exception.h>
 
+#include <pybind11/pybind11.h>
+
 #include <algorithm>
 #include <climits>
+#include <optional>
 #include <cstring>
 #include <stdexcept>
 #include <utility>
@@ -278,9 +281,15 @@ ProcessGroupZcoll::ProcessGroupZcoll(const c10::intrusive_ptr<c10d::Store>& stor
 }
 
 ProcessGroupZcoll::~ProcessGroupZcoll() {
+  // Python destroys the group holding the GIL, while the executor's threads may need it (a
+  // completion that drops the last reference to a tensor with a Python object takes the GIL to
+  // release it): let go of it while waiting for them.
+  std::optional<pybind11::gil_scoped_release> noGil;
+  if (Py_IsInitialized() && PyGILState_Check()) noGil.emplace();
   // Everything issued runs first (each operation is bounded by the timeout): no request may
   // outlive the communicator. After a failure the communicator is aborted instead of drained.
   executor_->waitFor(executor_->submit({[] {}, {}}));
+  executor_.reset();  // joins its threads (works hold it weakly)
   zcollResult_t err = zcollSuccess;
   zcollCommGetAsyncError(comm_, &err);
   if (err != zcollSuccess) zcollCommAbort(comm_);
