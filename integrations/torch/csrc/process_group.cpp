@@ -690,7 +690,7 @@ void ProcessGroupZcoll::startCoalescing() {
 }
 
 namespace {
-// The works of a coalesced batch share one task; the first completes them all.
+// The works of a coalesced batch: one task runs the batch and completes them all.
 struct BatchCompletion {
   std::vector<c10::intrusive_ptr<ZcollWork>> works;
 };
