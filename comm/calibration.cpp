@@ -99,7 +99,7 @@ Status Communicator::calibrate() {
   static constexpr int kWarmup[kCalibrationPoints] = {3, 3, 3, 2, 2, 2, 1, 1, 1};
   static constexpr int kTrials[kCalibrationPoints] = {9, 9, 9, 9, 9, 7, 7, 5, 5};
   static constexpr int kOpsPerSample[kCalibrationPoints] = {16, 16, 16, 8, 8, 4, 4, 4, 2};
-  constexpr int kMaxTrials = 9;
+  constexpr int kMaxTrials = *std::max_element(std::begin(kTrials), std::end(kTrials));
   constexpr int kMaxCurves = static_cast<int>(std::size(CostModel{}.allReduce));
   CostModel m;
   m.curves = static_cast<int>(algos.size());
@@ -121,7 +121,7 @@ Status Communicator::calibrate() {
   // Trials are the outer loop: trial t of every size runs before trial t+1 of any, so a burst of
   // load from elsewhere (this VM's neighbours stall it for milliseconds) lands in one trial of a few
   // sizes - which the median discards - rather than in every trial of one size.
-  constexpr int kMaxWarmup = 3;
+  constexpr int kMaxWarmup = *std::max_element(std::begin(kWarmup), std::end(kWarmup));
   for (int trial = -kMaxWarmup; trial < kMaxTrials; ++trial) {
     for (int k = 0; k < m.points; ++k) {
       if (trial < -kWarmup[k] || trial >= kTrials[k]) continue;

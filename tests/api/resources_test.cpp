@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/common/sanitizers.hpp"
 #include "zcoll/zcoll.h"
 
 namespace zcoll::test {
@@ -160,17 +161,7 @@ TEST(Resources, AbortOfAStuckCollectiveLeavesNothing) {
 
 // AddressSanitizer holds freed memory in quarantine (up to 256 MiB), so RSS says nothing about
 // leaks there (LeakSanitizer checks those); the release build checks RSS.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kRssMeaningful = false;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kRssMeaningful = false;
-#else
-constexpr bool kRssMeaningful = true;
-#endif
-#else
-constexpr bool kRssMeaningful = true;
-#endif
+constexpr bool kRssMeaningful = !kAddressSanitizer;
 
 bool within5Percent(double before, double after) { return !kRssMeaningful || after <= before * 1.05 + 1e-9; }
 

@@ -8,9 +8,10 @@
 #include <atomic>
 #include <cstdlib>
 #include <new>
-#include <thread>
 #include <vector>
 
+#include "tests/common/rank_pool.hpp"
+#include "tests/common/sanitizers.hpp"
 #include "zcoll/zcoll.h"
 
 namespace {
@@ -46,17 +47,7 @@ void operator delete[](void* p, size_t, std::align_val_t) noexcept { std::free(p
 
 namespace {
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
+constexpr bool kSanitized = zcoll::test::kAddressSanitizer || zcoll::test::kThreadSanitizer;
 
 long minorFaults() {
   rusage u{};
@@ -81,27 +72,21 @@ void runAll(zcollComm_t comm, std::vector<float>& a, std::vector<float>& b, int 
 TEST(SteadyState, CollectivesTakeNoPageFaultAndAllocateNothing) {
   if (kSanitized) GTEST_SKIP() << "sanitizers allocate shadow memory and replace the allocator";
   constexpr int kRanks = 2, kRounds = 100;
-  zcollUniqueId id;
-  ASSERT_EQ(zcollGetUniqueId(&id), zcollSuccess);
-  long faultsBefore = 0, faultsAfter = 0, newsBefore = 0, newsAfter = 0;
-  std::vector<std::thread> threads;
-  for (int r = 0; r < kRanks; ++r) {
-    threads.emplace_back([&, r] {
-      zcollComm_t comm = nullptr;
-      ASSERT_EQ(zcollCommInitRank(&comm, kRanks, id, r), zcollSuccess) << zcollGetLastError(nullptr);
-      std::vector<float> a(size_t{2} << 20, 1.0f), b(size_t{2} << 20, 0.0f);  // touched here
-      for (int w = 0; w < 5; ++w) runAll(comm, a, b, kRanks);  // warm-up: scratch, pools, pages
-      ASSERT_EQ(zcollBarrier(comm, nullptr), zcollSuccess);
-      if (r == 0) faultsBefore = minorFaults(), newsBefore = gNews.load();
-      ASSERT_EQ(zcollBarrier(comm, nullptr), zcollSuccess);
-      for (int i = 0; i < kRounds; ++i) runAll(comm, a, b, kRanks);
-      ASSERT_EQ(zcollBarrier(comm, nullptr), zcollSuccess);
-      if (r == 0) faultsAfter = minorFaults(), newsAfter = gNews.load();
-      ASSERT_EQ(zcollBarrier(comm, nullptr), zcollSuccess);
-      EXPECT_EQ(zcollCommDestroy(comm), zcollSuccess);
-    });
-  }
-  for (auto& t : threads) t.join();
+  zcoll::test::RankPool pool(kRanks, ZCOLL_CONFIG_INITIALIZER);
+  ASSERT_TRUE(pool.ok());
+  std::vector<std::vector<float>> a(kRanks), b(kRanks);
+  for (int r = 0; r < kRanks; ++r) a[r].assign(size_t{2} << 20, 1.0f), b[r].assign(size_t{2} << 20, 0.0f);  // touched
+  // Built before the counts are taken: the pool's run() returns once every rank is done.
+  const zcoll::test::RankPool::Fn warmUp = [&](int r, zcollComm_t comm) {
+    for (int w = 0; w < 5; ++w) runAll(comm, a[r], b[r], kRanks);  // scratch, pools, pages
+  };
+  const zcoll::test::RankPool::Fn rounds = [&](int r, zcollComm_t comm) {
+    for (int i = 0; i < kRounds; ++i) runAll(comm, a[r], b[r], kRanks);
+  };
+  pool.run(warmUp);
+  const long faultsBefore = minorFaults(), newsBefore = gNews.load();
+  pool.run(rounds);
+  const long faultsAfter = minorFaults(), newsAfter = gNews.load();
   std::printf("%d rounds of 18 collectives on %d ranks: %ld minor page faults, %ld allocations\n", kRounds, kRanks,
               faultsAfter - faultsBefore, newsAfter - newsBefore);
   EXPECT_GT(newsBefore, 0) << "the count must see the library's allocations (creating a communicator makes some)";

@@ -317,29 +317,40 @@ void ProcessGroupZcoll::checkNotCoalescing(const char* name) {
   TORCH_CHECK(!coalescing_, "zcoll ", name, ": only sends and receives may be issued inside a coalescing block");
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupZcoll::enqueue(c10d::OpType type, const char* name,
-                                                          std::vector<at::Tensor> outputs,
-                                                          std::function<zcollResult_t()> run,
-                                                          std::function<void()> after) {
-  checkNotCoalescing(name);
-  auto work = c10::make_intrusive<ZcollWork>(rank_, type, executor_, std::move(outputs));
+void ProcessGroupZcoll::submit(std::vector<c10::intrusive_ptr<ZcollWork>> works, const char* name,
+                               std::function<zcollResult_t()> run, std::function<void()> after) {
+  auto shared = std::make_shared<std::vector<c10::intrusive_ptr<ZcollWork>>>(std::move(works));
   OrderedExecutor::Task task;
   // The caller's autograd / inference-mode state goes with the operation to whichever thread runs
   // it (the write-back copies depend on it), as gloo does.
-  task.run = [work, comm = comm_, op = std::string(name), run = std::move(run), after = std::move(after),
+  task.run = [shared, comm = comm_, op = std::string(name), run = std::move(run), after = std::move(after),
               state = at::ThreadLocalState()] {
     at::ThreadLocalStateGuard guard(state);
+    std::exception_ptr error;
     try {
       const zcollResult_t r = run();
       if (r != zcollSuccess)
         throw std::runtime_error("zcoll " + op + " failed (" + zcollGetErrorString(r) + "): " + zcollGetLastError(comm));
       if (after) after();
     } catch (...) {
-      work->setError(std::current_exception());
+      error = std::current_exception();
     }
+    for (auto& w : *shared) w->setError(error);
   };
-  task.complete = [work] { work->complete(); };
-  work->setTicket(executor_->submit(std::move(task)));
+  task.complete = [shared] {
+    for (auto& w : *shared) w->complete();
+  };
+  const uint64_t ticket = executor_->submit(std::move(task));
+  for (auto& w : *shared) w->setTicket(ticket);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupZcoll::enqueue(c10d::OpType type, const char* name,
+                                                          std::vector<at::Tensor> outputs,
+                                                          std::function<zcollResult_t()> run,
+                                                          std::function<void()> after) {
+  checkNotCoalescing(name);
+  auto work = c10::make_intrusive<ZcollWork>(rank_, type, executor_, std::move(outputs));
+  submit({work}, name, std::move(run), std::move(after));
   return work;
 }
 
@@ -689,13 +700,6 @@ void ProcessGroupZcoll::startCoalescing() {
   coalescing_ = true;
 }
 
-namespace {
-// The works of a coalesced batch: one task runs the batch and completes them all.
-struct BatchCompletion {
-  std::vector<c10::intrusive_ptr<ZcollWork>> works;
-};
-}  // namespace
-
 #if ZCOLL_TORCH_END_COALESCING_RETURNS_WORK
 c10::intrusive_ptr<c10d::Work> ProcessGroupZcoll::endCoalescing() {
 #else
@@ -704,34 +708,16 @@ void ProcessGroupZcoll::endCoalescing(std::vector<c10::intrusive_ptr<c10d::Work>
   TORCH_CHECK(coalescing_, "zcoll: endCoalescing without startCoalescing");
   coalescing_ = false;
   auto batch = std::make_shared<std::vector<P2P>>(std::move(batch_));
-  auto works = std::make_shared<BatchCompletion>(BatchCompletion{std::move(batchWorks_)});
+  std::vector<c10::intrusive_ptr<ZcollWork>> works = std::move(batchWorks_);
   batch_.clear();
   batchWorks_.clear();
   auto all = c10::make_intrusive<ZcollWork>(rank_, c10d::OpType::UNKNOWN, executor_, std::vector<at::Tensor>{});
-  OrderedExecutor::Task task;
-  task.run = [this, batch, works, all, comm = comm_, state = at::ThreadLocalState()] {
-    at::ThreadLocalStateGuard guard(state);
-    std::exception_ptr error;
-    try {
-      const zcollResult_t r = runP2P(*batch);
-      if (r != zcollSuccess)
-        throw std::runtime_error(std::string("zcoll batch_isend_irecv failed (") + zcollGetErrorString(r) +
-                                 "): " + zcollGetLastError(comm));
-      for (const P2P& p : *batch)
-        if (!p.isSend && !p.buf.is_same(p.user)) p.user.copy_(p.buf);
-    } catch (...) {
-      error = std::current_exception();
-    }
-    for (auto& w : works->works) w->setError(error);
-    all->setError(error);
-  };
-  task.complete = [works, all] {
-    for (auto& w : works->works) w->complete();
-    all->complete();
-  };
-  const uint64_t ticket = executor_->submit(std::move(task));
-  for (auto& w : works->works) w->setTicket(ticket);
-  all->setTicket(ticket);
+  works.push_back(all);
+  submit(std::move(works), "batch_isend_irecv", [this, batch] { return runP2P(*batch); },
+         [batch] {
+           for (const P2P& p : *batch)
+             if (!p.isSend && !p.buf.is_same(p.user)) p.user.copy_(p.buf);
+         });
 #if ZCOLL_TORCH_END_COALESCING_RETURNS_WORK
   return all;
 #endif

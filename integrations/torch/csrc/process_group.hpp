@@ -111,7 +111,10 @@ class ProcessGroupZcoll : public ProcessGroupBase {
     at::Tensor buf;   // contiguous; what zcoll reads or writes
     at::Tensor user;  // the caller's tensor (copied back after a receive when it is not buf)
   };
-  // Queues run (the zcoll calls) on the executor, completing work with outputs afterwards.
+  // Queues run (the zcoll calls, then `after`) on the executor; its outcome completes every work.
+  void submit(std::vector<c10::intrusive_ptr<ZcollWork>> works, const char* name, std::function<zcollResult_t()> run,
+              std::function<void()> after);
+  // One operation, one work with these outputs.
   c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, const char* name, std::vector<at::Tensor> outputs,
                                          std::function<zcollResult_t()> run, std::function<void()> after = {});
   c10::intrusive_ptr<c10d::Work> p2p(bool isSend, std::vector<at::Tensor>& tensors, int peer, const char* name);
