@@ -1,15 +1,25 @@
 /** @file zcoll/zero.hpp
  *  The ZeRO layer (DeepSpeed's Zero Redundancy Optimizer on zcoll's public API).
  *
- *  This part: the DeepSpeed-style JSON configuration (the keys a ZeRO trainer reads, with
- *  DeepSpeed's defaults) and the model-state memory estimator. Errors name the key; nothing here
- *  throws. */
+ *  - The DeepSpeed-style JSON configuration (the keys a ZeRO trainer reads, with DeepSpeed's
+ *    defaults) and the model-state memory estimator.
+ *  - The Engine: a trainer registers its parameters as ordered groups ("layers") and drives the
+ *    engine through hooks (fetch/release around a group's use, gradsReady after its backward, step
+ *    after each micro-batch); the engine shards optimizer states (stage 1), gradients (stage 2) and
+ *    parameters (stage 3), reduces gradients in buckets while backward goes on, prefetches parameters,
+ *    runs AdamW on its shard (fp32 master weights), scales the loss for fp16 and saves and loads
+ *    sharded checkpoints.
+ *
+ *  Errors name the argument or key; nothing here throws. */
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "zcoll/zcoll.h"
 
 /** The ZeRO layer. */
 namespace zcoll::zero {
@@ -133,5 +143,149 @@ struct MemoryEstimate {
  *  the optimizer moves the 12-byte part (and, at stage 2-3, the gradient shard it reads) to host
  *  memory; offloading parameters (stage 3) moves the 16-bit parameter shard too. */
 MemoryEstimate estimateModelStates(int64_t params, int ranks, int stage, bool offloadOptimizer, bool offloadParam);
+
+/** Element type of the parameters and gradients the trainer computes with: fp32, or fp16/bf16
+ *  (mixed precision: fp32 master weights in the optimizer). */
+enum class DType {
+  F32,  /**< float */
+  F16,  /**< IEEE half (fp16.enabled) */
+  BF16  /**< bfloat16 (bf16.enabled) */
+};
+/** Bytes per element of a DType. */
+int dtypeSize(DType type);
+/** Converts n elements of `type` to float. */
+void toFloat32(DType type, const void* src, float* dst, int64_t n);
+/** Converts n floats to `type`, rounding to nearest even. */
+void fromFloat32(DType type, const float* src, void* dst, int64_t n);
+
+/** The outcome of an engine call: code zcollSuccess, or the failure and a message naming what
+ *  failed (the argument, the key, the group, the peer). */
+struct Result {
+  zcollResult_t code = zcollSuccess; ///< zcollSuccess or the failure
+  std::string message;               ///< empty on success
+  /** Whether the call succeeded. */
+  bool ok() const { return code == zcollSuccess; }
+};
+
+/** One parameter group, registered in the order the model uses them. */
+struct GroupSpec {
+  std::string name;           ///< unique, non-empty (a checkpoint's key)
+  int64_t numel = 0;          ///< elements, > 0
+  std::vector<int64_t> shape; ///< optional (checkpoints record it); its product must be numel
+};
+
+/** Options that are not part of a DeepSpeed config. */
+struct EngineOptions {
+  int optimizerThreads = 0; ///< CPU AdamW threads per rank; 0: this host's cores / ranks (at least 1)
+  bool log = true;          ///< rank 0 prints one line to stderr per skipped (overflowed) step
+};
+
+/** Counters since the engine was created. Bytes are per rank, as the ZeRO paper counts them: an
+ *  all-reduce of S bytes moves 2S, a reduce-scatter or an all-gather S (the payload of the whole
+ *  buffer; each rank sends (N-1)/N of it). */
+struct EngineStats {
+  int64_t steps = 0;            ///< optimizer steps taken
+  int64_t skippedSteps = 0;     ///< boundaries skipped because of an fp16 overflow
+  int64_t microSteps = 0;       ///< step() calls
+  double lossScale = 1;         ///< the current loss scale
+  double lr = 0;                ///< the learning rate of the last step
+  double gradNorm = 0;          ///< the global gradient norm of the last step (after unscaling)
+  int64_t reduceBytes = 0;      ///< gradient all-reduce / reduce-scatter bytes
+  int64_t gatherBytes = 0;      ///< parameter all-gather bytes
+  int64_t collectives = 0;      ///< collectives issued
+  int64_t prefetches = 0;       ///< stage 3 all-gathers issued ahead of their fetch
+  double commWaitSeconds = 0;   ///< time the caller spent blocked on communication (exposed)
+  double optimizerSeconds = 0;  ///< time in the optimizer (unscale, clip, AdamW, write-back)
+};
+
+/** Model-state and buffer bytes of this rank, as allocated. */
+struct EngineMemory {
+  int64_t paramBytes = 0;     ///< compute-precision parameters (full or shard, persistent groups)
+  int64_t gradBytes = 0;      ///< gradients (full or shard)
+  int64_t optimizerBytes = 0; ///< fp32 master weights, momentum and variance
+  int64_t deviceBytes = 0;    ///< model states where compute runs (as estimateModelStates)
+  int64_t hostBytes = 0;      ///< model states offloaded to host memory
+  int64_t bufferBytes = 0;    ///< buckets, gathered parameters and scratch, now
+  int64_t peakBufferBytes = 0; ///< the same, at its highest
+};
+
+/** The ZeRO engine of one rank. Every rank of the communicator creates one with the same groups
+ *  and configuration and calls the same hooks in the same order (as for collectives). One thread
+ *  at a time; the communicator must outlive it and serve no other thread meanwhile.
+ *
+ *  A training step of a trainer:
+ *  @code
+ *  for each micro-batch:
+ *    forward: for g in order:  fetch(g); use params(g); release(g)
+ *    seed the loss gradient with lossScale()
+ *    backward: for g in reverse: fetch(g); add dL/dparams into grads(g); gradsReady(g); release(g)
+ *    step(&stepped)   // the optimizer runs at the gradient-accumulation boundary
+ *  @endcode
+ *  Gradients accumulate: grads(g) holds zeros or the sum of this accumulation's earlier
+ *  micro-batches, and the trainer adds its gradient into it (GEMM with beta = 1). The engine
+ *  averages over ranks and micro-batches and divides out the loss scale. */
+class Engine {
+ public:
+  /** Creates the engine (collective over comm): checks that every rank registered the same groups
+   *  and configuration, lays out and allocates the model states. On failure returns nullptr and sets
+   *  *result. */
+  static std::unique_ptr<Engine> create(zcollComm_t comm, const TrainConfig& config, std::vector<GroupSpec> groups,
+                                        const EngineOptions& options, Result* result);
+  virtual ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  /** The trainer's element type (from the config's fp16/bf16 sections). */
+  virtual DType dtype() const = 0;
+  /** The groups, as registered. */
+  virtual const std::vector<GroupSpec>& groups() const = 0;
+
+  /** Sets group g's initial values (fp32, numel elements; every rank passes the same). Before the
+   *  first step; not collective. */
+  virtual Result initParams(int g, const float* values) = 0;
+  /** Group g's parameters are needed: returns when they are present (stage 3 all-gathers them,
+   *  waiting for a prefetch if one is on its way, and prefetches the groups that follow in the order
+   *  recorded during the first step). Collective at stage 3. */
+  virtual Result fetch(int g) = 0;
+  /** Group g's parameters in dtype(), valid from fetch(g) to release(g) (at stages 0-2 always). */
+  virtual const void* params(int g) const = 0;
+  /** Group g's parameters are not needed now: stage 3 frees them unless they are persistent or
+   *  needed again soon (stage3_max_reuse_distance). */
+  virtual Result release(int g) = 0;
+  /** Group g's gradient buffer (dtype(), numel elements), valid until gradsReady(g). */
+  virtual void* grads(int g, Result* result) = 0;
+  /** Group g's gradient of this micro-batch has been added: the engine may reduce it (when its
+   *  bucket is complete, asynchronously). Collective (in the same order on every rank). */
+  virtual Result gradsReady(int g) = 0;
+  /** Ends a micro-batch. At the gradient-accumulation boundary: finishes the reductions, unscales,
+   *  skips the step on fp16 overflow (adjusting the loss scale), clips by global norm, runs AdamW on
+   *  this rank's shard and brings every rank's parameters up to date. *stepped (may be null) says
+   *  whether the optimizer ran. Collective. */
+  virtual Result step(bool* stepped) = 0;
+  /** Multiply the loss (the gradient's seed) by this: the fp16 loss scale, 1 otherwise. */
+  virtual double lossScale() const = 0;
+  /** The learning rate the next step will use (optimizer lr, or the scheduler's). */
+  virtual double learningRate() const = 0;
+
+  /** Every rank gets group g's fp32 master weights (numel elements) in out. Collective. */
+  virtual Result gatherMaster(int g, float* out) = 0;
+  /** Saves a sharded checkpoint into dir/tag (one file per rank, meta.json) and writes tag into
+   *  dir/latest. Collective. */
+  virtual Result saveCheckpoint(const std::string& dir, const std::string& tag) = 0;
+  /** Loads dir/tag (tag empty: the one dir/latest names), written by any number of ranks at any
+   *  stage: each rank reads only what it owns. Collective. */
+  virtual Result loadCheckpoint(const std::string& dir, const std::string& tag) = 0;
+  /** Rank 0 writes the parameters in dtype() to a safetensors file. At stage 3 this needs
+   *  stage3_gather_16bit_weights_on_model_save. Collective. */
+  virtual Result saveModel(const std::string& path) = 0;
+
+  /** Counters. */
+  virtual EngineStats stats() const = 0;
+  /** Allocated bytes. */
+  virtual EngineMemory memory() const = 0;
+
+ protected:
+  Engine() = default;
+};
 
 }  // namespace zcoll::zero
