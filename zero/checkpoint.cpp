@@ -215,6 +215,8 @@ Result EngineImpl::restoreFrom(const std::string& dir, const std::string& tagIn)
   closeAll();
   stepsTaken_ = meta.steps;
   microSteps_ = meta.steps * config_.gradientAccumulationSteps;
+  stats_.steps = stepsTaken_;  // the trainer resumes counting from here
+  stats_.microSteps = microSteps_;
   if (config_.fp16.enabled && meta.dtype == "fp16")  // the scale of an fp16 run carries over to an fp16 run
     scaler_.restore({meta.lossScale, meta.hysteresis, meta.scalerIteration, meta.lastOverflow});
   stats_.lr = learningRate();

@@ -180,13 +180,13 @@ struct EngineOptions {
   bool log = true;          ///< rank 0 prints one line to stderr per skipped (overflowed) step
 };
 
-/** Counters since the engine was created. Bytes are per rank, as the ZeRO paper counts them: an
+/** Counters since the engine was created (steps: since training began). Bytes are per rank, as the ZeRO paper counts them: an
  *  all-reduce of S bytes moves 2S, a reduce-scatter or an all-gather S (the payload of the whole
  *  buffer; each rank sends (N-1)/N of it). */
 struct EngineStats {
-  int64_t steps = 0;            ///< optimizer steps taken
+  int64_t steps = 0;            ///< optimizer steps taken (a loaded checkpoint's included)
   int64_t skippedSteps = 0;     ///< boundaries skipped because of an fp16 overflow
-  int64_t microSteps = 0;       ///< step() calls
+  int64_t microSteps = 0;       ///< step() calls (a loaded checkpoint's included)
   double lossScale = 1;         ///< the current loss scale
   double lr = 0;                ///< the learning rate of the last step
   double gradNorm = 0;          ///< the global gradient norm of the last step (after unscaling)
