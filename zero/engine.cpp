@@ -412,10 +412,16 @@ Result EngineImpl::launchUnit(int u) {
       buf = slots_[static_cast<size_t>(slot)].data();
     }
     std::byte* mine = buf + static_cast<size_t>(part_ * unit.slice) * esize();
-    issue(zcollReduceScatterAsync(buf, mine, static_cast<size_t>(unit.slice), zdtype_, zcollSum, comm_, &req), req,
-          Kind::GradReduce, u, slot, what, &r);
+    if (config_.zero.reduceScatter || stage() == 3) {
+      issue(zcollReduceScatterAsync(buf, mine, static_cast<size_t>(unit.slice), zdtype_, zcollSum, comm_, &req), req,
+            Kind::GradReduce, u, slot, what, &r);
+      stats_.reduceBytes += bytes;
+    } else {  // "reduce_scatter": false - DeepSpeed's all-reduce of the bucket; this rank keeps its slice
+      issue(zcollAllReduceAsync(buf, buf, static_cast<size_t>(unit.padded), zdtype_, zcollSum, comm_, &req), req,
+            Kind::GradReduce, u, slot, what, &r);
+      stats_.reduceBytes += 2 * bytes;
+    }
     unitSlot_[static_cast<size_t>(u)] = -1;
-    stats_.reduceBytes += bytes;
   }
   if (r.ok() && !config_.zero.overlapComm) r = completeAll();  // without overlap: reduce, then go on
   return r;

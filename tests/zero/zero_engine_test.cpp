@@ -154,6 +154,8 @@ TEST_F(ZeroEngine, EveryStageAndOffloadGivesStageZerosLossCurve) {
       {"stage 2 offload", config(2, kOffload)},
       {"stage 3 offload optimizer and parameters", config(3, kStage3Keys + ", " + kOffload + ", " + kOffloadParam)},
       {"stage 2 without overlap", config(2, "\"overlap_comm\": false")},
+      {"stage 1, reduce_scatter false", config(1, "\"reduce_scatter\": false")},
+      {"stage 2, reduce_scatter false", config(2, "\"reduce_scatter\": false")},
       {"stage 3 with default stage3 keys", config(3)},
   };
   for (const auto& [name, json] : variants) {
