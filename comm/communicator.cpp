@@ -13,6 +13,9 @@
 #ifdef ZCOLL_HAVE_SHM
 #include "transport/shm/shm_transport.hpp"
 #endif
+#ifdef ZCOLL_HAVE_TCP
+#include "transport/tcp/tcp_transport.hpp"
+#endif
 
 namespace zcoll {
 namespace {
@@ -26,6 +29,17 @@ bool wantsTransport(const std::string& list, std::string_view name) {
     rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
   }
   return false;
+}
+
+const char* builtTransports() {
+  return ""
+#ifdef ZCOLL_HAVE_SHM
+         "shm "
+#endif
+#ifdef ZCOLL_HAVE_TCP
+         "tcp"
+#endif
+      ;
 }
 
 }  // namespace
@@ -43,28 +57,33 @@ Status Communicator::create(const UniqueIdFields& id, int nranks, int rank, cons
   RendezvousRoot::join(id.root, id.secret);
 
   const std::vector<PeerInfo>& peers = c->bootstrap_->peers();
-  for (const PeerInfo& p : peers) {
-    if (p.hostHash != peers[rank].hostHash)
-      return notSupported(
-          "rank {} runs on host '{}', not this rank's ('{}', or another network/IPC namespace): no transport in this "
-          "build reaches another host (the shared-memory transport serves one host)",
-          p.rank, p.hostname, peers[rank].hostname);
-  }
+  bool oneHost = true;
+  for (const PeerInfo& p : peers) oneHost = oneHost && p.hostHash == peers[static_cast<size_t>(rank)].hostHash;
+  // One transport serves every peer: shared memory when all ranks share this host (and it is
+  // wanted), TCP otherwise (or when ZCOLL_TRANSPORTS names only it).
 #ifdef ZCOLL_HAVE_SHM
-  if (wantsTransport(config.transports, "shm")) {
+  if (oneHost && wantsTransport(config.transports, "shm")) {
     if (Status s = shm::ShmTransport::create(*c->bootstrap_, config, &c->abort_, &c->transport_); !s)
       return std::move(s).withContext(fmt::format("rank {}: shared-memory transport", rank));
   }
 #endif
+#ifdef ZCOLL_HAVE_TCP
+  if (!c->transport_ && wantsTransport(config.transports, "tcp")) {
+    if (Status s = tcp::TcpTransport::create(*c->bootstrap_, config, &c->abort_, &c->transport_); !s)
+      return std::move(s).withContext(fmt::format("rank {}: tcp transport", rank));
+  }
+#endif
+  if (!c->transport_ && !oneHost) {
+    for (const PeerInfo& p : peers)
+      if (p.hostHash != peers[static_cast<size_t>(rank)].hostHash)
+        return notSupported(
+            "rank {} runs on host '{}', not this rank's ('{}', or another network/IPC namespace), and ZCOLL_TRANSPORTS='{}' "
+            "names no transport of this build that reaches another host (tcp)",
+            p.rank, p.hostname, peers[static_cast<size_t>(rank)].hostname, config.transports);
+  }
   if (!c->transport_)
     return notSupported("ZCOLL_TRANSPORTS='{}': none of these transports is built and usable here (built: {})",
-                        config.transports,
-#ifdef ZCOLL_HAVE_SHM
-                        "shm"
-#else
-                        "none"
-#endif
-    );
+                        config.transports, builtTransports());
   if (config.calibrate)
     if (Status s = c->calibrate(); !s) return std::move(s).withContext(fmt::format("rank {}: calibration", rank));
   // After the calibration: the trace shows the user's operations only.

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <malloc.h>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -246,6 +247,28 @@ TEST_F(ZeroEngine, MemoryFollowsTheEstimator) {
       EXPECT_NEAR(static_cast<double>(m.deviceBytes), static_cast<double>(est.deviceBytes), 0.05 * est.deviceBytes + 64);
       EXPECT_NEAR(static_cast<double>(m.hostBytes), static_cast<double>(est.hostBytes), 0.05 * est.hostBytes + 64);
     }
+  }
+}
+
+// The engine's byte counts are what it really allocated: malloc's own figures across create().
+TEST(ZeroEngineMemory, CountsMatchTheAllocator) {
+  RankPool pool(1, ZCOLL_CONFIG_INITIALIZER);
+  MlpShape shape = smallShape();
+  shape.input = 128, shape.hidden = 512, shape.output = 128, shape.layers = 3;  // ~400k parameters
+  for (int stage : {0, 1, 2, 3}) {
+    pool.run([&](int, zcollComm_t comm) {
+      const TrainConfig cfg = parseConfig(config(stage, "", "\"bf16\": {\"enabled\": true}"), 1).config;
+      const std::vector<GroupSpec> groups = Mlp(shape).groups();
+      const struct mallinfo2 before = mallinfo2();
+      Result r;
+      auto engine = Engine::create(comm, cfg, groups, EngineOptions{1, false}, &r);
+      ASSERT_NE(engine, nullptr) << r.message;
+      const struct mallinfo2 after = mallinfo2();
+      const double allocated = static_cast<double>((after.uordblks + after.hblkhd) - (before.uordblks + before.hblkhd));
+      const EngineMemory m = engine->memory();
+      const double counted = static_cast<double>(m.paramBytes + m.gradBytes + m.optimizerBytes + m.bufferBytes);
+      EXPECT_NEAR(allocated, counted, 0.05 * counted) << "stage " << stage;
+    });
   }
 }
 

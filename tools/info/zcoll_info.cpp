@@ -62,7 +62,11 @@ void printTransports() {
 #else
   std::printf("  %-9s OFF   not built (meson -Dshm=disabled)\n", "shm");
 #endif
-  std::printf("  %-9s OFF   not in this version: peers on other hosts are not reachable yet\n", "tcp");
+#ifdef ZCOLL_HAVE_TCP
+  std::printf("  %-9s on    peers on other hosts (or ZCOLL_TRANSPORTS=tcp): one connection per peer, epoll\n", "tcp");
+#else
+  std::printf("  %-9s OFF   not built (meson -Dtcp=disabled)\n", "tcp");
+#endif
   std::printf("  %-9s OFF   not in this version\n", "ucx");
   std::printf("  %-9s OFF   not in this version (RDMA verbs)\n", "ib");
   std::printf("  %-9s OFF   not in this version (CUDA device buffers)\n", "cuda_ipc");

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Multi-host tests on one machine: 2-4 "hosts" as network namespaces (each rank also in its own IPC
+# namespace, so no two hosts can share memory) joined by veth pairs to a bridge in a namespace of its
+# own. Runs zcoll-bench's checked collectives across them over tcp, then takes one host's link down
+# mid-run and expects the others to fail with a clear error within the timeout. Removes everything
+# it made, whatever happens. Traffic stays between these namespaces (10.78.0.0/24).
+#
+#   tests/netns/run.sh BUILD_DIR          (meson test "netns"; exit 77 = skipped, with the reason)
+set -uo pipefail
+
+build=${1:?usage: run.sh BUILD_DIR}
+bench=$build/bench/zcoll-bench
+tag="zc$$"
+sw="${tag}sw"
+made=()
+
+skip() { echo "SKIP: $*"; exit 77; }
+cleanup() {
+  for ns in "${made[@]}"; do ip netns del "$ns" 2>/dev/null; done
+}
+trap cleanup EXIT
+
+[[ $(id -u) -eq 0 ]] || skip "network namespaces need root"
+command -v ip >/dev/null || skip "no ip (iproute2)"
+command -v unshare >/dev/null || skip "no unshare (util-linux)"
+ip netns add "$sw" 2>/dev/null || skip "cannot create a network namespace here (ip netns add failed)"
+made+=("$sw")
+ip -n "$sw" link add br0 type bridge || skip "no bridge support in this kernel"
+ip -n "$sw" link set br0 up
+
+# host H: namespace ${tag}hH, interface eth$H (10.78.0.H+1) whose peer sits on the bridge.
+add_host() {
+  local h=$1 ns="${tag}h$1"
+  ip netns add "$ns" && made+=("$ns")
+  ip link add "${tag}v$h" type veth peer name "${tag}p$h"
+  ip link set "${tag}v$h" netns "$ns"
+  ip link set "${tag}p$h" netns "$sw"
+  ip -n "$ns" link set "${tag}v$h" name "eth$h"
+  ip -n "$ns" addr add "10.78.0.$((h + 1))/24" dev "eth$h"
+  ip -n "$ns" link set "eth$h" up
+  ip -n "$ns" link set lo up
+  ip -n "$sw" link set "${tag}p$h" master br0
+  ip -n "$sw" link set "${tag}p$h" up
+}
+for h in 0 1 2 3; do add_host "$h"; done
+
+failures=0
+port=$((20000 + $$ % 20000))
+
+# run_ranks HOSTS RANKS_PER_HOST TIMEOUT_S ARGS... : one zcoll-bench job across the hosts; the output
+# of rank 0 in $out; status 0 when every rank succeeded.
+run_ranks() {
+  local hosts=$1 per=$2 limit=$3
+  shift 3
+  local n=$((hosts * per)) pids=() r=0 status=0
+  port=$((port + 1))
+  out=$(mktemp)
+  for ((h = 0; h < hosts; h++)); do
+    for ((l = 0; l < per; l++)); do
+      ip netns exec "${tag}h$h" unshare --ipc env RANK=$r WORLD_SIZE=$n LOCAL_RANK=$l LOCAL_WORLD_SIZE=$per \
+        MASTER_ADDR=10.78.0.1 MASTER_PORT=$port ZCOLL_SOCKET_IFNAME="eth$h" ZCOLL_CALIBRATE=0 ZCOLL_DEBUG=WARN \
+        timeout "$limit" "$@" > "$out.$r" 2>&1 &
+      pids+=($!)
+      r=$((r + 1))
+    done
+  done
+  for p in "${pids[@]}"; do wait "$p" || status=1; done
+  cat "$out.0" > "$out"
+  for ((i = 1; i < n; i++)); do grep -v '^#\|^ ' "$out.$i" >> "$out" || true; done
+  rm -f "$out".*
+  return $status
+}
+
+check() {  # check NAME HOSTS PER COLL
+  local name=$1 hosts=$2 per=$3 coll=$4
+  if run_ranks "$hosts" "$per" 120 "$bench" "$coll" -b 8 -e 4M -f 8 -c 1 -n 5 -w 1 -R 1 && grep -q "wrong total: 0" "$out"; then
+    echo "ok: $name"
+  else
+    echo "FAILED: $name"; sed 's/^/    /' "$out" | tail -20; failures=$((failures + 1))
+  fi
+  rm -f "$out"
+}
+
+check "all-reduce, 2 hosts x 1 rank" 2 1 allreduce
+check "all-reduce, 4 hosts x 1 rank" 4 1 allreduce
+check "all-reduce, 2 hosts x 2 ranks" 2 2 allreduce
+for coll in allgather reducescatter broadcast reduce alltoall gather scatter; do
+  check "$coll, 3 hosts x 1 rank" 3 1 "$coll"
+done
+
+# A host whose link goes down: the others fail within the timeout (3 s) with a clear error.
+start=$(date +%s)
+( sleep 2; ip -n "${tag}h1" link set eth1 down ) &
+downer=$!
+if run_ranks 2 1 60 env ZCOLL_TIMEOUT_S=3 "$bench" allreduce -b 64M -e 64M -n 1000 -w 1 -R 1 -c 0; then
+  echo "FAILED: link down: the job succeeded"; failures=$((failures + 1))
+else
+  took=$(($(date +%s) - start))
+  if ((took <= 20)) && grep -qi "timeout\|timed out\|peer" "$out"; then
+    echo "ok: link down: the job failed after ${took}s: $(grep -i 'timeout\|timed out\|peer' "$out" | head -1)"
+  else
+    echo "FAILED: link down: ${took}s, no clear error:"; sed 's/^/    /' "$out" | tail -10; failures=$((failures + 1))
+  fi
+fi
+wait "$downer" 2>/dev/null
+rm -f "$out"
+
+echo "netns: $failures failure(s)"
+((failures == 0))

@@ -1,0 +1,266 @@
+// tcp_transport.cpp - see tcp_transport.hpp.
+#include "transport/tcp/tcp_transport.hpp"
+
+#include <fcntl.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "comm/log.hpp"
+
+namespace zcoll::tcp {
+namespace {
+
+constexpr uint64_t kHelloMagic = 0x7a636f6c74637031ull;  // "zcoltcp1"
+
+struct Hello {
+  uint64_t magic;
+  uint64_t nonce;
+  uint8_t secret[16];
+  int32_t rank;
+  int32_t pad;
+};
+
+Status configure(int fd) {
+  const int one = 1;
+  if (::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0) return systemError("setsockopt(TCP_NODELAY)", errno);
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) return systemError("fcntl(O_NONBLOCK)", errno);
+  return Status::ok();
+}
+
+}  // namespace
+
+Status TcpTransport::create(Bootstrap& boot, const Config& config, const std::atomic<bool>* abort,
+                            std::unique_ptr<Transport>* out) {
+  std::unique_ptr<TcpTransport> t(new TcpTransport());
+  const int n = boot.nranks();
+  t->rank_ = boot.rank();
+  t->chunk_ = static_cast<size_t>(config.chunkBytes);
+  t->slots_ = config.fifoSlots;
+  t->peers_.resize(static_cast<size_t>(n));
+  const Deadline deadline = Deadline::afterMs(config.timeoutMs);
+
+  // Listen where the bootstrap reaches this rank (or on ZCOLL_SOCKET_IFNAME's address).
+  SockAddr addr;
+  if (!config.socketIfname.empty()) {
+    if (Status s = interfaceAddress(config.socketIfname, &addr); !s) return s;
+  } else {
+    addr = boot.peers()[static_cast<size_t>(t->rank_)].listen;
+  }
+  addr.setPort(0);
+  Fd listener;
+  SockAddr bound;
+  if (Status s = listenTcp(addr, n, &listener, &bound); !s) return std::move(s).withContext("tcp: listening socket");
+  std::vector<SockAddr> all(static_cast<size_t>(n));
+  all[static_cast<size_t>(t->rank_)] = bound;
+  if (Status s = boot.allGather(all.data(), sizeof(SockAddr)); !s) return s;
+
+  Hello hello{};
+  hello.magic = kHelloMagic;
+  hello.nonce = boot.nonce();
+  std::memcpy(hello.secret, boot.secret().data(), sizeof hello.secret);
+  hello.rank = t->rank_;
+  // Connect to the higher ranks (their listeners exist: the allGather came after them), then accept
+  // the lower ones; each connection starts with the connecting rank's hello.
+  for (int peer = t->rank_ + 1; peer < n; ++peer) {
+    Fd fd;
+    if (Status s = connectTcp(all[static_cast<size_t>(peer)], deadline, abort, &fd); !s)
+      return std::move(s).withContext(fmt::format("tcp: connecting to rank {} at {}", peer, all[static_cast<size_t>(peer)].toString()));
+    if (Status s = sendAll(fd.get(), &hello, sizeof hello, deadline, abort); !s) return s;
+    t->peers_[static_cast<size_t>(peer)].fd = std::move(fd);
+  }
+  for (int accepted = 0; accepted < t->rank_;) {
+    Fd fd;
+    SockAddr from;
+    if (Status s = acceptOne(listener.get(), deadline, abort, &fd, &from); !s)
+      return std::move(s).withContext(fmt::format("tcp: waiting for {} lower rank(s) to connect", t->rank_ - accepted));
+    Hello h{};
+    if (Status s = recvAll(fd.get(), &h, sizeof h, deadline, abort); !s) continue;  // not one of ours
+    if (h.magic != kHelloMagic || h.nonce != hello.nonce || std::memcmp(h.secret, hello.secret, sizeof h.secret) != 0 ||
+        h.rank < 0 || h.rank >= t->rank_ || t->peers_[static_cast<size_t>(h.rank)].fd.valid()) {
+      ZCOLL_WARN(Init, t->rank_, "tcp: dropped a connection from {} that is not a peer of this communicator", from.toString());
+      continue;
+    }
+    t->peers_[static_cast<size_t>(h.rank)].fd = std::move(fd);
+    ++accepted;
+  }
+
+  t->epoll_.reset(::epoll_create1(EPOLL_CLOEXEC));
+  t->event_.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!t->epoll_.valid() || !t->event_.valid()) return systemError("tcp: epoll/eventfd", errno);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = t->event_.get();
+  if (::epoll_ctl(t->epoll_.get(), EPOLL_CTL_ADD, t->event_.get(), &ev) != 0) return systemError("tcp: epoll_ctl", errno);
+  for (int peer = 0; peer < n; ++peer) {
+    Peer& p = t->peers_[static_cast<size_t>(peer)];
+    if (peer == t->rank_) continue;
+    if (Status s = configure(p.fd.get()); !s) return s;
+    ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+    ev.data.fd = p.fd.get();
+    if (::epoll_ctl(t->epoll_.get(), EPOLL_CTL_ADD, p.fd.get(), &ev) != 0) return systemError("tcp: epoll_ctl", errno);
+    p.send.assign(static_cast<size_t>(t->slots_) * t->frameStride(), 0);  // touched now: no fault in a step
+    p.recv.assign(static_cast<size_t>(t->slots_) * t->chunk_, 0);
+    p.recvBytes.assign(static_cast<size_t>(t->slots_), 0);
+  }
+  // Everyone is connected before anyone sends.
+  if (Status s = boot.barrier(); !s) return s;
+  *out = std::move(t);
+  return Status::ok();
+}
+
+void TcpTransport::markDead(Peer& p) {
+  if (!p.dead) {
+    p.dead = true;
+    if (p.sendDone < p.sendHead) --pendingPeers_;
+  }
+}
+
+void TcpTransport::flush(Peer& p) {
+  while (p.sendDone < p.sendHead && !p.dead) {
+    // The pending frames up to the ring's wrap, in one writev.
+    iovec iov[8];
+    int count = 0;
+    for (uint64_t f = p.sendDone; f < p.sendHead && count < 8; ++f) {
+      uint8_t* frame = p.send.data() + (f % static_cast<uint64_t>(slots_)) * frameStride();
+      uint32_t bytes;
+      std::memcpy(&bytes, frame, 4);
+      const size_t skip = f == p.sendDone ? p.sendOffset : 0;
+      iov[count++] = iovec{frame + skip, 4 + bytes - skip};
+    }
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<size_t>(count);
+    const ssize_t sent = ::sendmsg(p.fd.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (sent < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return;  // EPOLLOUT will say when
+      if (errno == EINTR) continue;
+      markDead(p);
+      return;
+    }
+    size_t left = static_cast<size_t>(sent);
+    for (int i = 0; i < count && left > 0; ++i) {
+      const size_t take = std::min(left, iov[i].iov_len);
+      left -= take;
+      if (take == iov[i].iov_len) {
+        ++p.sendDone;
+        p.sendOffset = 0;
+      } else {
+        p.sendOffset += take;
+      }
+    }
+    if (p.sendDone == p.sendHead) --pendingPeers_;
+  }
+}
+
+void TcpTransport::flushAll() {
+  if (pendingPeers_ == 0) return;
+  for (Peer& p : peers_)
+    if (p.sendDone < p.sendHead) flush(p);
+}
+
+void TcpTransport::pull(Peer& p) {
+  while (!p.dead && p.recvFilled - p.recvTail < static_cast<uint64_t>(slots_)) {
+    const size_t slot = static_cast<size_t>(p.recvFilled % static_cast<uint64_t>(slots_));
+    if (p.recvOffset >= 4 && p.header > chunk_) {  // not our framing: treat the peer as gone
+      ZCOLL_WARN(Coll, rank_, "tcp: a frame of {} bytes exceeds the {}-byte chunk: dropping the connection", p.header, chunk_);
+      markDead(p);
+      return;
+    }
+    if (p.recvOffset >= 4 && p.recvOffset == 4 + p.header) {  // complete (an empty frame has no payload)
+      p.recvBytes[slot] = p.header;
+      ++p.recvFilled;
+      p.recvOffset = 0;
+      continue;
+    }
+    // The rest of this frame and, where a slot is free for it, the next frame's length: one call
+    // per frame.
+    iovec iov[2];
+    int count = 1;
+    uint32_t next = 0;
+    if (p.recvOffset < 4) {
+      iov[0] = iovec{reinterpret_cast<uint8_t*>(&p.header) + p.recvOffset, 4 - p.recvOffset};
+    } else {
+      iov[0] = iovec{p.recv.data() + slot * chunk_ + (p.recvOffset - 4), 4 + p.header - p.recvOffset};
+      if (p.recvFilled + 1 - p.recvTail < static_cast<uint64_t>(slots_)) iov[count++] = iovec{&next, 4};
+    }
+    const ssize_t got = ::readv(p.fd.get(), iov, count);
+    if (got < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+      if (errno == EINTR) continue;
+      markDead(p);
+      return;
+    }
+    if (got == 0) {  // the peer closed: whatever it sent is here
+      markDead(p);
+      return;
+    }
+    const size_t first = std::min(static_cast<size_t>(got), iov[0].iov_len);
+    p.recvOffset += first;
+    if (static_cast<size_t>(got) > first) {  // this frame is complete and the next one began
+      p.recvBytes[slot] = p.header;
+      ++p.recvFilled;
+      p.recvOffset = static_cast<size_t>(got) - first;
+      std::memcpy(&p.header, &next, p.recvOffset);
+    }
+  }
+}
+
+bool TcpTransport::tryAcquireSend(int peer, SendSlot* slot) {
+  Peer& p = peers_[static_cast<size_t>(peer)];
+  flushAll();
+  if (p.sendHead - p.sendDone >= static_cast<uint64_t>(slots_)) return false;
+  slot->data = p.send.data() + (p.sendHead % static_cast<uint64_t>(slots_)) * frameStride() + 4;
+  slot->capacity = chunk_;
+  return true;
+}
+
+void TcpTransport::commitSend(int peer, size_t bytes) {
+  Peer& p = peers_[static_cast<size_t>(peer)];
+  const uint32_t len = static_cast<uint32_t>(bytes);
+  std::memcpy(p.send.data() + (p.sendHead % static_cast<uint64_t>(slots_)) * frameStride(), &len, 4);
+  if (p.sendDone == p.sendHead && !p.dead) ++pendingPeers_;
+  ++p.sendHead;
+  flush(p);
+}
+
+bool TcpTransport::tryRecv(int peer, RecvChunk* chunk) {
+  Peer& p = peers_[static_cast<size_t>(peer)];
+  flushAll();
+  if (p.recvFilled == p.recvTail) pull(p);
+  if (p.recvFilled == p.recvTail) return false;
+  const size_t slot = static_cast<size_t>(p.recvTail % static_cast<uint64_t>(slots_));
+  chunk->data = p.recv.data() + slot * chunk_;
+  chunk->bytes = p.recvBytes[slot];
+  return true;
+}
+
+void TcpTransport::releaseRecv(int peer) {
+  Peer& p = peers_[static_cast<size_t>(peer)];
+  ++p.recvTail;
+  pull(p);
+}
+
+void TcpTransport::sleep(uint32_t, int64_t maxNs) {
+  epoll_event events[16];
+  timespec ts{static_cast<time_t>(maxNs / 1'000'000'000), static_cast<long>(maxNs % 1'000'000'000)};
+  const int n = ::epoll_pwait2(epoll_.get(), events, 16, &ts, nullptr);
+  for (int i = 0; i < n; ++i)
+    if (events[i].data.fd == event_.get()) {
+      uint64_t v;
+      [[maybe_unused]] ssize_t r = ::read(event_.get(), &v, sizeof v);
+    }
+}
+
+void TcpTransport::wake() {
+  const uint64_t one = 1;
+  [[maybe_unused]] ssize_t r = ::write(event_.get(), &one, sizeof one);
+}
+
+}  // namespace zcoll::tcp

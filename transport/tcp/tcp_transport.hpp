@@ -1,0 +1,79 @@
+// tcp_transport.hpp - the TCP transport: every peer over one non-blocking TCP connection.
+//
+// The slot model of transport.hpp over a byte stream: per peer, a ring of `slots` send slots and
+// one of `slots` receive slots, chunkCapacity() bytes each. A committed send slot goes out as one
+// frame (4-byte length, then the bytes) as far as the socket takes it; what is left goes out on the
+// next call into the transport (any call progresses every peer's pending sends, so that a rank
+// waiting to receive never holds back what another waits for). Frames are received straight into
+// the receive slots. Waiting sleeps in epoll (edge-triggered, every socket plus an eventfd for
+// wake()). Connections are made at creation, authenticated with the communicator's secret and
+// nonce, TCP_NODELAY; their interface is ZCOLL_SOCKET_IFNAME's, or the bootstrap's.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <vector>
+
+#include "comm/bootstrap.hpp"
+#include "comm/config.hpp"
+#include "comm/socket.hpp"
+#include "transport/transport.hpp"
+
+namespace zcoll::tcp {
+
+class TcpTransport final : public Transport {
+ public:
+  // Collective over the bootstrap.
+  static Status create(Bootstrap& boot, const Config& config, const std::atomic<bool>* abort,
+                       std::unique_ptr<Transport>* out);
+  ~TcpTransport() override = default;
+
+  std::string_view name() const override { return "tcp"; }
+  size_t chunkCapacity() const override { return chunk_; }
+  int slotsPerPeer() const override { return slots_; }
+
+  bool tryAcquireSend(int peer, SendSlot* slot) override;
+  void commitSend(int peer, size_t bytes) override;
+  bool tryRecv(int peer, RecvChunk* chunk) override;
+  void releaseRecv(int peer) override;
+
+  uint32_t prepareSleep() override { return 0; }
+  void cancelSleep() override {}
+  void sleep(uint32_t token, int64_t maxNs) override;
+  void wake() override;
+  bool peerExited(int peer) override { return peers_[static_cast<size_t>(peer)].dead; }
+
+ private:
+  struct Peer {
+    Fd fd;
+    bool dead = false;
+    // Send ring: slot i at send[i * (4 + chunk)]: a 4-byte length, then the bytes.
+    std::vector<uint8_t> send;
+    uint64_t sendHead = 0;  // frames committed
+    uint64_t sendDone = 0;  // frames wholly handed to the socket
+    size_t sendOffset = 0;  // bytes of frame sendDone handed over
+    // Receive ring: slot i at recv[i * chunk]; its length in recvBytes[i].
+    std::vector<uint8_t> recv;
+    std::vector<uint32_t> recvBytes;
+    uint64_t recvTail = 0;   // frames released
+    uint64_t recvFilled = 0; // frames complete
+    size_t recvOffset = 0;   // bytes of frame recvFilled read, its 4-byte length included
+    uint32_t header = 0;
+  };
+
+  TcpTransport() = default;
+  size_t frameStride() const { return 4 + chunk_; }
+  void flush(Peer& p);       // hands pending frames to the socket until it is full
+  void flushAll();
+  void pull(Peer& p);        // reads frames into free receive slots until none is free or no data
+  void markDead(Peer& p);
+
+  size_t chunk_ = 0;
+  int slots_ = 0;
+  int rank_ = 0;
+  std::vector<Peer> peers_;
+  int pendingPeers_ = 0;  // peers with frames not yet handed over (flushAll's fast path)
+  Fd epoll_, event_;
+};
+
+}  // namespace zcoll::tcp
