@@ -98,7 +98,7 @@ Status Communicator::calibrate() {
   // Several ops per sample smooth out the scheduler's hiccups when ranks share cores.
   static constexpr int kWarmup[kCalibrationPoints] = {3, 3, 3, 2, 2, 2, 1, 1, 1};
   static constexpr int kTrials[kCalibrationPoints] = {9, 9, 9, 9, 9, 7, 7, 5, 5};
-  static constexpr int kOpsPerSample[kCalibrationPoints] = {16, 16, 16, 8, 8, 4, 4, 4, 2};
+  static constexpr int kOpsPerSample[kCalibrationPoints] = {128, 128, 64, 32, 16, 4, 4, 4, 2};
   constexpr int kMaxTrials = *std::max_element(std::begin(kTrials), std::end(kTrials));
   constexpr int kMaxCurves = static_cast<int>(std::size(CostModel{}.allReduce));
   CostModel m;

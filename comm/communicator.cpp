@@ -16,20 +16,12 @@
 #ifdef ZCOLL_HAVE_TCP
 #include "transport/tcp/tcp_transport.hpp"
 #endif
+#ifdef ZCOLL_HAVE_UCX
+#include "transport/ucx/ucx_transport.hpp"
+#endif
 
 namespace zcoll {
 namespace {
-
-bool wantsTransport(const std::string& list, std::string_view name) {
-  if (list.empty()) return true;
-  std::string_view rest(list);
-  while (!rest.empty()) {
-    size_t comma = rest.find(',');
-    if (rest.substr(0, comma) == name) return true;
-    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
-  }
-  return false;
-}
 
 const char* builtTransports() {
   return ""
@@ -37,7 +29,10 @@ const char* builtTransports() {
          "shm "
 #endif
 #ifdef ZCOLL_HAVE_TCP
-         "tcp"
+         "tcp "
+#endif
+#ifdef ZCOLL_HAVE_UCX
+         "ucx"
 #endif
       ;
 }
@@ -59,26 +54,31 @@ Status Communicator::create(const UniqueIdFields& id, int nranks, int rank, cons
   const std::vector<PeerInfo>& peers = c->bootstrap_->peers();
   bool oneHost = true;
   for (const PeerInfo& p : peers) oneHost = oneHost && p.hostHash == peers[static_cast<size_t>(rank)].hostHash;
-  // One transport serves every peer: shared memory when all ranks share this host (and it is
-  // wanted), TCP otherwise (or when ZCOLL_TRANSPORTS names only it).
+  // One transport serves every peer: the first of ZCOLL_TRANSPORTS (default shm, tcp, ucx) that can:
+  // shm only when every rank shares this host.
+  const std::string order = config.transports.empty() ? "shm,tcp,ucx" : config.transports;
+  for (size_t at = 0; at <= order.size() && !c->transport_;) {
+    const size_t comma = std::min(order.find(',', at), order.size());
+    const std::string name = order.substr(at, comma - at);
+    at = comma + 1;
+    Status s = Status::ok();
 #ifdef ZCOLL_HAVE_SHM
-  if (oneHost && wantsTransport(config.transports, "shm")) {
-    if (Status s = shm::ShmTransport::create(*c->bootstrap_, config, &c->abort_, &c->transport_); !s)
-      return std::move(s).withContext(fmt::format("rank {}: shared-memory transport", rank));
-  }
+    if (name == "shm" && oneHost) s = shm::ShmTransport::create(*c->bootstrap_, config, &c->abort_, &c->transport_);
 #endif
 #ifdef ZCOLL_HAVE_TCP
-  if (!c->transport_ && wantsTransport(config.transports, "tcp")) {
-    if (Status s = tcp::TcpTransport::create(*c->bootstrap_, config, &c->abort_, &c->transport_); !s)
-      return std::move(s).withContext(fmt::format("rank {}: tcp transport", rank));
-  }
+    if (name == "tcp") s = tcp::TcpTransport::create(*c->bootstrap_, config, &c->abort_, &c->transport_);
 #endif
+#ifdef ZCOLL_HAVE_UCX
+    if (name == "ucx") s = ucx::UcxTransport::create(*c->bootstrap_, config, &c->abort_, &c->transport_);
+#endif
+    if (!s) return std::move(s).withContext(fmt::format("rank {}: {} transport", rank, name));
+  }
   if (!c->transport_ && !oneHost) {
     for (const PeerInfo& p : peers)
       if (p.hostHash != peers[static_cast<size_t>(rank)].hostHash)
         return notSupported(
             "rank {} runs on host '{}', not this rank's ('{}', or another network/IPC namespace), and ZCOLL_TRANSPORTS='{}' "
-            "names no transport of this build that reaches another host (tcp)",
+            "names no transport of this build that reaches another host (tcp, ucx)",
             p.rank, p.hostname, peers[static_cast<size_t>(rank)].hostname, config.transports);
   }
   if (!c->transport_)

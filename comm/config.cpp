@@ -75,7 +75,7 @@ const std::vector<ConfigVariable>& configVariables() {
       {"ZCOLL_CALIBRATION_DIR", "$XDG_CACHE_HOME/zcoll or ~/.cache/zcoll",
        "cache of measured cost models; 'none' = no cache",
        [](const Config& c, L) { return orText(c.calibrationDir, "none"); }, nullptr},
-      {"ZCOLL_TRANSPORTS", "(automatic)", "transports to use, comma-separated (shm, tcp)",
+      {"ZCOLL_TRANSPORTS", "(automatic)", "transports to use, in order of preference, comma-separated (shm, tcp, ucx)",
        [](const Config& c, L) { return orText(c.transports, "(automatic)"); },
        [](A a) { return a.transports != nullptr; }},
       {"ZCOLL_SOCKET_IFNAME", "(loopback)", "network interface of the bootstrap sockets",

@@ -67,7 +67,11 @@ void printTransports() {
 #else
   std::printf("  %-9s OFF   not built (meson -Dtcp=disabled)\n", "tcp");
 #endif
-  std::printf("  %-9s OFF   not in this version\n", "ucx");
+#ifdef ZCOLL_HAVE_UCX
+  std::printf("  %-9s on    ZCOLL_TRANSPORTS=ucx: a UCP worker per communicator, tagged messages (UCX_TLS, UCX_NET_DEVICES apply)\n", "ucx");
+#else
+  std::printf("  %-9s OFF   not built (libucx-dev not found, or meson -Ducx=disabled)\n", "ucx");
+#endif
   std::printf("  %-9s OFF   not in this version (RDMA verbs)\n", "ib");
   std::printf("  %-9s OFF   not in this version (CUDA device buffers)\n", "cuda_ipc");
   std::printf("  bootstrap over TCP: on (rendezvous, ring, out-of-band all-gather)\n");

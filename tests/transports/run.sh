@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Every collective (float sum), checked element by element by zcoll-bench, over each network transport forced
+# on this host (ZCOLL_TRANSPORTS=tcp, =ucx over loopback), with 2 and 3 ranks (processes).
+#
+#   tests/transports/run.sh BUILD_DIR TRANSPORT      (meson test "transport tcp" / "transport ucx")
+set -uo pipefail
+build=${1:?usage: run.sh BUILD_DIR TRANSPORT}
+transport=${2:?usage: run.sh BUILD_DIR TRANSPORT}
+run=$build/tools/zcoll-run
+bench=$build/bench/zcoll-bench
+if ! "$build/tools/zcoll-info" | grep -q "^  $transport  *on"; then
+  echo "SKIP: this build has no $transport transport ($("$build/tools/zcoll-info" | grep "^  $transport "))"
+  exit 77
+fi
+export ZCOLL_TRANSPORTS=$transport ZCOLL_CALIBRATE=0 ZCOLL_DEBUG=WARN UCX_NET_DEVICES=lo
+failures=0
+for n in 2 3; do
+  for coll in allreduce allgather reducescatter broadcast reduce alltoall gather scatter barrier; do
+    out=$("$run" -n "$n" "$bench" "$coll" -b 8 -e 4M -f 8 -c 1 -n 3 -w 1 -R 1 2>&1)
+    if [[ $? -eq 0 ]] && grep -q "wrong total: 0" <<< "$out"; then
+      echo "ok: $transport $n ranks $coll"
+    else
+      echo "FAILED: $transport $n ranks $coll"; sed 's/^/    /' <<< "$out" | tail -15; failures=$((failures + 1))
+    fi
+  done
+done
+echo "$transport: $failures failure(s)"
+((failures == 0))

@@ -1,0 +1,83 @@
+// ucx_transport.hpp - the UCX transport: every peer through a UCP endpoint of one worker per
+// communicator, with tagged messages.
+//
+// The slot model over UCP tag matching: per peer, `slots` receive slots with a tagged receive
+// always posted on each free one (tag: this communicator and the sender's rank, so UCX keeps them in
+// order), and `slots` send slots, each in flight until its ucp_tag_send_nbx completes. Progress is
+// ucp_worker_progress on every call; sleeping arms the worker (ucp_worker_arm) and waits on its
+// event fd beside an eventfd for wake(). UCX chooses the wire itself (shared memory, TCP,
+// InfiniBand/RoCE verbs) and honours its own variables (UCX_TLS, UCX_NET_DEVICES). An endpoint
+// error (the peer went away) marks the peer dead.
+#pragma once
+
+#include <ucp/api/ucp.h>
+
+#include <atomic>
+#include <memory>
+#include <vector>
+
+#include "comm/bootstrap.hpp"
+#include "comm/config.hpp"
+#include "comm/socket.hpp"
+#include "transport/transport.hpp"
+
+namespace zcoll::ucx {
+
+class UcxTransport final : public Transport {
+ public:
+  // Collective over the bootstrap.
+  static Status create(Bootstrap& boot, const Config& config, const std::atomic<bool>* abort,
+                       std::unique_ptr<Transport>* out);
+  ~UcxTransport() override;
+
+  std::string_view name() const override { return "ucx"; }
+  size_t chunkCapacity() const override { return chunk_; }
+  int slotsPerPeer() const override { return slots_; }
+
+  bool tryAcquireSend(int peer, SendSlot* slot) override;
+  void commitSend(int peer, size_t bytes) override;
+  bool tryRecv(int peer, RecvChunk* chunk) override;
+  void releaseRecv(int peer) override;
+
+  uint32_t prepareSleep() override;
+  void cancelSleep() override {}
+  void sleep(uint32_t token, int64_t maxNs) override;
+  void wake() override;
+  bool peerExited(int peer) override { return peers_[static_cast<size_t>(peer)].dead; }
+
+  // Per-operation state the callbacks write (public for the C callbacks).
+  struct Op {
+    void* request = nullptr;
+    bool busy = false;   // posted and not yet completed
+    bool done = false;   // completed (the callback ran or it completed at once)
+    ucs_status_t status = UCS_OK;
+    size_t length = 0;   // receives: bytes received
+
+  };
+  struct Peer {
+    ucp_ep_h ep = nullptr;
+    bool dead = false;
+    std::vector<uint8_t> send, recv;
+    std::vector<Op> sendOps, recvOps;
+    uint64_t sendHead = 0, sendDone = 0;  // slots committed / completed
+    uint64_t recvTail = 0;                // slots released (a receive is posted on every free one)
+  };
+
+ private:
+  UcxTransport() = default;
+  void progress();
+  void postRecv(int peer, size_t slot);
+  void retire(Op& op);  // frees a completed request
+
+  size_t chunk_ = 0;
+  int slots_ = 0;
+  int rank_ = 0;
+  uint64_t tagBase_ = 0;
+  ucp_context_h context_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  std::vector<Peer> peers_;
+  Fd epoll_, event_;
+  bool armed_ = false;
+};
+
+}  // namespace zcoll::ucx
