@@ -58,7 +58,7 @@ run_ranks() {
   for ((h = 0; h < hosts; h++)); do
     for ((l = 0; l < per; l++)); do
       ip netns exec "${tag}h$h" unshare --ipc env RANK=$r WORLD_SIZE=$n LOCAL_RANK=$l LOCAL_WORLD_SIZE=$per \
-        MASTER_ADDR=10.78.0.1 MASTER_PORT=$port ZCOLL_SOCKET_IFNAME="eth$h" ZCOLL_CALIBRATE=0 ZCOLL_DEBUG=WARN \
+        MASTER_ADDR=10.78.0.1 MASTER_PORT=$port ZCOLL_SOCKET_IFNAME="eth$h" UCX_NET_DEVICES="eth$h" ZCOLL_CALIBRATE=0 ZCOLL_DEBUG=WARN \
         timeout "$limit" "$@" > "$out.$r" 2>&1 &
       pids+=($!)
       r=$((r + 1))
@@ -71,9 +71,10 @@ run_ranks() {
   return $status
 }
 
-check() {  # check NAME HOSTS PER COLL
-  local name=$1 hosts=$2 per=$3 coll=$4
-  if run_ranks "$hosts" "$per" 120 "$bench" "$coll" -b 8 -e 4M -f 8 -c 1 -n 5 -w 1 -R 1 && grep -q "wrong total: 0" "$out"; then
+check() {  # check NAME HOSTS PER COLL [TRANSPORT]
+  local name=$1 hosts=$2 per=$3 coll=$4 transport=${5:-}
+  if run_ranks "$hosts" "$per" 120 env ${transport:+ZCOLL_TRANSPORTS=$transport} "$bench" "$coll" -b 8 -e 4M -f 8 -c 1 -n 5 -w 1 -R 1 &&
+     grep -q "wrong total: 0" "$out"; then
     echo "ok: $name"
   else
     echo "FAILED: $name"; sed 's/^/    /' "$out" | tail -20; failures=$((failures + 1))
@@ -87,6 +88,14 @@ check "all-reduce, 2 hosts x 2 ranks" 2 2 allreduce
 for coll in allgather reducescatter broadcast reduce alltoall gather scatter; do
   check "$coll, 3 hosts x 1 rank" 3 1 "$coll"
 done
+if "$build/tools/zcoll-info" | grep -q "^  ucx  *on"; then
+  for coll in allreduce allgather reducescatter broadcast alltoall; do
+    check "$coll over ucx, 3 hosts x 1 rank" 3 1 "$coll" ucx
+  done
+  check "all-reduce over ucx, 2 hosts x 2 ranks" 2 2 allreduce ucx
+else
+  echo "skipped: ucx (not in this build)"
+fi
 
 # A host whose link goes down: the others fail within the timeout (3 s) with a clear error.
 start=$(date +%s)
