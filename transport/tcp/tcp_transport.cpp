@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/uio.h>
 
 #include <algorithm>
@@ -92,20 +91,12 @@ Status TcpTransport::create(Bootstrap& boot, const Config& config, const std::at
     ++accepted;
   }
 
-  t->epoll_.reset(::epoll_create1(EPOLL_CLOEXEC));
-  t->event_.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-  if (!t->epoll_.valid() || !t->event_.valid()) return systemError("tcp: epoll/eventfd", errno);
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.fd = t->event_.get();
-  if (::epoll_ctl(t->epoll_.get(), EPOLL_CTL_ADD, t->event_.get(), &ev) != 0) return systemError("tcp: epoll_ctl", errno);
+  if (Status s = t->sleeper_.init(); !s) return std::move(s).withContext("tcp");
   for (int peer = 0; peer < n; ++peer) {
     Peer& p = t->peers_[static_cast<size_t>(peer)];
     if (peer == t->rank_) continue;
     if (Status s = configure(p.fd.get()); !s) return s;
-    ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
-    ev.data.fd = p.fd.get();
-    if (::epoll_ctl(t->epoll_.get(), EPOLL_CTL_ADD, p.fd.get(), &ev) != 0) return systemError("tcp: epoll_ctl", errno);
+    if (Status s = t->sleeper_.add(p.fd.get(), EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET); !s) return std::move(s).withContext("tcp");
     p.send.assign(static_cast<size_t>(t->slots_) * t->frameStride(), 0);  // touched now: no fault in a step
     p.recv.assign(static_cast<size_t>(t->slots_) * t->chunk_, 0);
     p.recvBytes.assign(static_cast<size_t>(t->slots_), 0);
@@ -246,22 +237,6 @@ void TcpTransport::releaseRecv(int peer) {
   Peer& p = peers_[static_cast<size_t>(peer)];
   ++p.recvTail;
   pull(p);
-}
-
-void TcpTransport::sleep(uint32_t, int64_t maxNs) {
-  epoll_event events[16];
-  timespec ts{static_cast<time_t>(maxNs / 1'000'000'000), static_cast<long>(maxNs % 1'000'000'000)};
-  const int n = ::epoll_pwait2(epoll_.get(), events, 16, &ts, nullptr);
-  for (int i = 0; i < n; ++i)
-    if (events[i].data.fd == event_.get()) {
-      uint64_t v;
-      [[maybe_unused]] ssize_t r = ::read(event_.get(), &v, sizeof v);
-    }
-}
-
-void TcpTransport::wake() {
-  const uint64_t one = 1;
-  [[maybe_unused]] ssize_t r = ::write(event_.get(), &one, sizeof one);
 }
 
 }  // namespace zcoll::tcp

@@ -17,6 +17,7 @@
 #include "comm/bootstrap.hpp"
 #include "comm/config.hpp"
 #include "comm/socket.hpp"
+#include "transport/epoll_sleeper.hpp"
 #include "transport/transport.hpp"
 
 namespace zcoll::tcp {
@@ -39,8 +40,8 @@ class TcpTransport final : public Transport {
 
   uint32_t prepareSleep() override { return 0; }
   void cancelSleep() override {}
-  void sleep(uint32_t token, int64_t maxNs) override;
-  void wake() override;
+  void sleep(uint32_t, int64_t maxNs) override { sleeper_.sleep(maxNs); }
+  void wake() override { sleeper_.wake(); }
   bool peerExited(int peer) override { return peers_[static_cast<size_t>(peer)].dead; }
 
  private:
@@ -73,7 +74,7 @@ class TcpTransport final : public Transport {
   int rank_ = 0;
   std::vector<Peer> peers_;
   int pendingPeers_ = 0;  // peers with frames not yet handed over (flushAll's fast path)
-  Fd epoll_, event_;
+  EpollSleeper sleeper_;  // every socket, edge-triggered
 };
 
 }  // namespace zcoll::tcp

@@ -2,8 +2,6 @@
 #include "transport/ucx/ucx_transport.hpp"
 
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -98,15 +96,8 @@ Status UcxTransport::create(Bootstrap& boot, const Config& config, const std::at
 
   int efd = -1;
   if ((s = ucp_worker_get_efd(t->worker_, &efd)) != UCS_OK) return ucxError("ucp_worker_get_efd", s);
-  t->epoll_.reset(::epoll_create1(EPOLL_CLOEXEC));
-  t->event_.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-  if (!t->epoll_.valid() || !t->event_.valid()) return systemError("ucx: epoll/eventfd", errno);
-  for (int fd : {efd, t->event_.get()}) {
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.fd = fd;
-    if (::epoll_ctl(t->epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) return systemError("ucx: epoll_ctl", errno);
-  }
+  if (Status e = t->sleeper_.init(); !e) return std::move(e).withContext("ucx");
+  if (Status e = t->sleeper_.add(efd, EPOLLIN); !e) return std::move(e).withContext("ucx");
   // Everyone's endpoints and receives exist before anyone sends.
   if (Status b = boot.barrier(); !b) return b;
   *out = std::move(t);
@@ -250,19 +241,7 @@ uint32_t UcxTransport::prepareSleep() {
 void UcxTransport::sleep(uint32_t, int64_t maxNs) {
   if (!armed_) return;
   armed_ = false;
-  epoll_event events[2];
-  timespec ts{static_cast<time_t>(maxNs / 1'000'000'000), static_cast<long>(maxNs % 1'000'000'000)};
-  const int got = ::epoll_pwait2(epoll_.get(), events, 2, &ts, nullptr);
-  for (int i = 0; i < got; ++i)
-    if (events[i].data.fd == event_.get()) {
-      uint64_t v;
-      [[maybe_unused]] ssize_t r = ::read(event_.get(), &v, sizeof v);
-    }
-}
-
-void UcxTransport::wake() {
-  const uint64_t one = 1;
-  [[maybe_unused]] ssize_t r = ::write(event_.get(), &one, sizeof one);
+  sleeper_.sleep(maxNs);
 }
 
 }  // namespace zcoll::ucx

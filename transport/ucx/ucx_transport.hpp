@@ -19,6 +19,7 @@
 #include "comm/bootstrap.hpp"
 #include "comm/config.hpp"
 #include "comm/socket.hpp"
+#include "transport/epoll_sleeper.hpp"
 #include "transport/transport.hpp"
 
 namespace zcoll::ucx {
@@ -42,7 +43,7 @@ class UcxTransport final : public Transport {
   uint32_t prepareSleep() override;
   void cancelSleep() override {}
   void sleep(uint32_t token, int64_t maxNs) override;
-  void wake() override;
+  void wake() override { sleeper_.wake(); }
   bool peerExited(int peer) override { return peers_[static_cast<size_t>(peer)].dead; }
 
   // Per-operation state the callbacks write (public for the C callbacks).
@@ -76,7 +77,7 @@ class UcxTransport final : public Transport {
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
   std::vector<Peer> peers_;
-  Fd epoll_, event_;
+  EpollSleeper sleeper_;  // the worker's event fd
   bool armed_ = false;
 };
 
