@@ -18,6 +18,8 @@
 #include <thread>
 #include <vector>
 
+#include "common/run_command.hpp"
+
 namespace {
 
 std::string tool(const char* var) {
@@ -25,25 +27,8 @@ std::string tool(const char* var) {
   return v ? v : "";
 }
 
-struct Result {
-  int status = -1;  // exit code, or 128 + signal
-  std::string out;
-  double seconds = 0;
-};
-
-Result runCommand(const std::string& cmd) {
-  auto start = std::chrono::steady_clock::now();
-  Result r;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return r;
-}
+using Result = zcoll::test::CommandResult;
+using zcoll::test::runCommand;
 
 std::set<std::string> devShm() {
   std::set<std::string> names;

@@ -11,23 +11,13 @@
 #include <string>
 #include <vector>
 
+#include "common/run_command.hpp"
+
 namespace {
 
-struct Output {
-  int status = -1;
-  std::string text;
-};
+using Output = zcoll::test::CommandResult;
 
-Output shell(const std::string& cmd) {
-  Output out;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.text.append(buf, n);
-  out.status = pclose(p);
-  return out;
-}
+Output shell(const std::string& cmd) { return zcoll::test::runCommand(cmd); }
 
 std::vector<double> losses(const std::string& text) {
   std::vector<double> out;
@@ -73,16 +63,16 @@ class ZeroTrain : public testing::Test {
 
 TEST_F(ZeroTrain, StageThreeWithOffloadPrintsStageZerosCurve) {
   const Output ref = train(4, writeConfig("s0", "\"stage\": 0"), "--steps 50");
-  ASSERT_EQ(ref.status, 0) << ref.text;
-  const std::vector<double> a = losses(ref.text);
-  ASSERT_EQ(a.size(), 50u) << ref.text;
+  ASSERT_EQ(ref.status, 0) << ref.out;
+  const std::vector<double> a = losses(ref.out);
+  ASSERT_EQ(a.size(), 50u) << ref.out;
   EXPECT_LT(a.back(), 0.5 * a.front());
-  EXPECT_NE(ref.text.find("summary: ranks 4 stage 0 dtype fp32"), std::string::npos) << ref.text;
+  EXPECT_NE(ref.out.find("summary: ranks 4 stage 0 dtype fp32"), std::string::npos) << ref.out;
   const Output s3 = train(4, writeConfig("s3", "\"stage\": 3, \"overlap_comm\": true, \"stage3_param_persistence_threshold\": 100, "
                                                "\"offload_optimizer\": {\"device\": \"cpu\"}, \"offload_param\": {\"device\": \"cpu\"}"),
                           "--steps 50");
-  ASSERT_EQ(s3.status, 0) << s3.text;
-  const std::vector<double> b = losses(s3.text);
+  ASSERT_EQ(s3.status, 0) << s3.out;
+  const std::vector<double> b = losses(s3.out);
   ASSERT_EQ(b.size(), 50u);
   for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 1e-5 * a[i]) << "step " << i + 1;
 }
@@ -90,21 +80,21 @@ TEST_F(ZeroTrain, StageThreeWithOffloadPrintsStageZerosCurve) {
 TEST_F(ZeroTrain, ASavedRunResumesOnAnotherRankCount) {
   const std::string cfg = writeConfig("s2", "\"stage\": 2");
   const Output first = train(4, cfg, "--steps 5 --save " + dir_ + "/ckpt");
-  ASSERT_EQ(first.status, 0) << first.text;
-  EXPECT_NE(first.text.find("saved " + dir_ + "/ckpt/step5"), std::string::npos) << first.text;
+  ASSERT_EQ(first.status, 0) << first.out;
+  EXPECT_NE(first.out.find("saved " + dir_ + "/ckpt/step5"), std::string::npos) << first.out;
   const Output resumed = train(2, writeConfig("s1", "\"stage\": 1"), "--steps 3 --load " + dir_ + "/ckpt");
-  ASSERT_EQ(resumed.status, 0) << resumed.text;
-  EXPECT_NE(resumed.text.find("loaded " + dir_ + "/ckpt at step 5"), std::string::npos) << resumed.text;
-  EXPECT_NE(resumed.text.find("step 8 loss"), std::string::npos) << resumed.text;
+  ASSERT_EQ(resumed.status, 0) << resumed.out;
+  EXPECT_NE(resumed.out.find("loaded " + dir_ + "/ckpt at step 5"), std::string::npos) << resumed.out;
+  EXPECT_NE(resumed.out.find("step 8 loss"), std::string::npos) << resumed.out;
 }
 
 TEST_F(ZeroTrain, ABadConfigNamesTheKey) {
   const Output out = train(2, writeConfig("bad", "\"stage\": 5"), "--steps 1");
   EXPECT_NE(out.status, 0);
-  EXPECT_NE(out.text.find("zero_optimization.stage"), std::string::npos) << out.text;
+  EXPECT_NE(out.out.find("zero_optimization.stage"), std::string::npos) << out.out;
   const Output autoKey = train(2, writeConfig("auto", "\"stage\": 2, \"reduce_bucket_size\": \"auto\""), "--steps 1");
   EXPECT_NE(autoKey.status, 0);
-  EXPECT_NE(autoKey.text.find("reduce_bucket_size"), std::string::npos) << autoKey.text;
+  EXPECT_NE(autoKey.out.find("reduce_bucket_size"), std::string::npos) << autoKey.out;
 }
 
 }  // namespace
