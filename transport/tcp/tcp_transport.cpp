@@ -41,7 +41,7 @@ Status TcpTransport::create(Bootstrap& boot, const Config& config, const std::at
   std::unique_ptr<TcpTransport> t(new TcpTransport());
   const int n = boot.nranks();
   t->rank_ = boot.rank();
-  t->chunk_ = static_cast<size_t>(config.chunkBytes);
+  t->chunk_ = std::max<size_t>(64, static_cast<size_t>(config.chunkBytes) / 64 * 64);  // slots stay 64-byte aligned
   t->slots_ = config.fifoSlots;
   t->peers_.resize(static_cast<size_t>(n));
   const Deadline deadline = Deadline::afterMs(config.timeoutMs);
@@ -97,7 +97,8 @@ Status TcpTransport::create(Bootstrap& boot, const Config& config, const std::at
     if (peer == t->rank_) continue;
     if (Status s = configure(p.fd.get()); !s) return s;
     if (Status s = t->sleeper_.add(p.fd.get(), EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET); !s) return std::move(s).withContext("tcp");
-    p.send.assign(static_cast<size_t>(t->slots_) * t->frameStride(), 0);  // touched now: no fault in a step
+    p.send.assign(static_cast<size_t>(t->slots_) * t->chunk_, 0);  // touched now: no fault in a step
+    p.sendBytes.assign(static_cast<size_t>(t->slots_), 0);
     p.recv.assign(static_cast<size_t>(t->slots_) * t->chunk_, 0);
     p.recvBytes.assign(static_cast<size_t>(t->slots_), 0);
   }
@@ -116,15 +117,17 @@ void TcpTransport::markDead(Peer& p) {
 
 void TcpTransport::flush(Peer& p) {
   while (p.sendDone < p.sendHead && !p.dead) {
-    // The pending frames up to the ring's wrap, in one writev.
+    // Up to 4 pending frames in one sendmsg: each its 4-byte length (kept apart, so that the slots
+    // stay aligned for the reductions that write them) and its bytes; the first may be half sent.
     iovec iov[8];
     int count = 0;
     for (uint64_t f = p.sendDone; f < p.sendHead && count < 8; ++f) {
-      uint8_t* frame = p.send.data() + (f % static_cast<uint64_t>(slots_)) * frameStride();
-      uint32_t bytes;
-      std::memcpy(&bytes, frame, 4);
+      const size_t slot = static_cast<size_t>(f % static_cast<uint64_t>(slots_));
       const size_t skip = f == p.sendDone ? p.sendOffset : 0;
-      iov[count++] = iovec{frame + skip, 4 + bytes - skip};
+      if (skip < 4) iov[count++] = iovec{reinterpret_cast<uint8_t*>(&p.sendBytes[slot]) + skip, 4 - skip};
+      uint8_t* data = p.send.data() + slot * chunk_;
+      const size_t into = skip > 4 ? skip - 4 : 0;
+      iov[count++] = iovec{data + into, p.sendBytes[slot] - into};
     }
     msghdr msg{};
     msg.msg_iov = iov;
@@ -137,15 +140,16 @@ void TcpTransport::flush(Peer& p) {
       return;
     }
     size_t left = static_cast<size_t>(sent);
-    for (int i = 0; i < count && left > 0; ++i) {
-      const size_t take = std::min(left, iov[i].iov_len);
-      left -= take;
-      if (take == iov[i].iov_len) {
-        ++p.sendDone;
-        p.sendOffset = 0;
-      } else {
-        p.sendOffset += take;
+    while (left > 0) {  // retire whole frames, then note how far into the next one it went
+      const size_t slot = static_cast<size_t>(p.sendDone % static_cast<uint64_t>(slots_));
+      const size_t rest = 4 + p.sendBytes[slot] - p.sendOffset;
+      if (left < rest) {
+        p.sendOffset += left;
+        break;
       }
+      left -= rest;
+      ++p.sendDone;
+      p.sendOffset = 0;
     }
     if (p.sendDone == p.sendHead) --pendingPeers_;
   }
@@ -208,15 +212,14 @@ bool TcpTransport::tryAcquireSend(int peer, SendSlot* slot) {
   Peer& p = peers_[static_cast<size_t>(peer)];
   flushAll();
   if (p.sendHead - p.sendDone >= static_cast<uint64_t>(slots_)) return false;
-  slot->data = p.send.data() + (p.sendHead % static_cast<uint64_t>(slots_)) * frameStride() + 4;
+  slot->data = p.send.data() + (p.sendHead % static_cast<uint64_t>(slots_)) * chunk_;
   slot->capacity = chunk_;
   return true;
 }
 
 void TcpTransport::commitSend(int peer, size_t bytes) {
   Peer& p = peers_[static_cast<size_t>(peer)];
-  const uint32_t len = static_cast<uint32_t>(bytes);
-  std::memcpy(p.send.data() + (p.sendHead % static_cast<uint64_t>(slots_)) * frameStride(), &len, 4);
+  p.sendBytes[static_cast<size_t>(p.sendHead % static_cast<uint64_t>(slots_))] = static_cast<uint32_t>(bytes);
   if (p.sendDone == p.sendHead && !p.dead) ++pendingPeers_;
   ++p.sendHead;
   flush(p);

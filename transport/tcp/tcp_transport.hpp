@@ -48,8 +48,9 @@ class TcpTransport final : public Transport {
   struct Peer {
     Fd fd;
     bool dead = false;
-    // Send ring: slot i at send[i * (4 + chunk)]: a 4-byte length, then the bytes.
+    // Send ring: slot i at send[i * chunk], its length in sendBytes[i] (sent first).
     std::vector<uint8_t> send;
+    std::vector<uint32_t> sendBytes;
     uint64_t sendHead = 0;  // frames committed
     uint64_t sendDone = 0;  // frames wholly handed to the socket
     size_t sendOffset = 0;  // bytes of frame sendDone handed over
@@ -63,7 +64,6 @@ class TcpTransport final : public Transport {
   };
 
   TcpTransport() = default;
-  size_t frameStride() const { return 4 + chunk_; }
   void flush(Peer& p);       // hands pending frames to the socket until it is full
   void flushAll();
   void pull(Peer& p);        // reads frames into free receive slots until none is free or no data

@@ -40,7 +40,7 @@ Status UcxTransport::create(Bootstrap& boot, const Config& config, const std::at
   std::unique_ptr<UcxTransport> t(new UcxTransport());
   const int n = boot.nranks();
   t->rank_ = boot.rank();
-  t->chunk_ = static_cast<size_t>(config.chunkBytes);
+  t->chunk_ = std::max<size_t>(64, static_cast<size_t>(config.chunkBytes) / 64 * 64);  // slots stay 64-byte aligned
   t->slots_ = config.fifoSlots;
   t->tagBase_ = boot.nonce() << 32;
   t->peers_.resize(static_cast<size_t>(n));
