@@ -101,7 +101,7 @@ fi
 start=$(date +%s)
 ( sleep 2; ip -n "${tag}h1" link set eth1 down ) &
 downer=$!
-if run_ranks 2 1 60 env ZCOLL_TIMEOUT_S=3 "$bench" allreduce -b 64M -e 64M -n 1000 -w 1 -R 1 -c 0; then
+if run_ranks 2 1 60 env ZCOLL_TIMEOUT_S=3 "$bench" allreduce -b 64M -e 64M -n 100000 -w 1 -R 1 -c 0 -B 64G -S 600; then
   echo "FAILED: link down: the job succeeded"; failures=$((failures + 1))
 else
   took=$(($(date +%s) - start))
