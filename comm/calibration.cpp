@@ -63,7 +63,7 @@ Status Communicator::calibrate() {
   if (nranks_ == 1) return Status::ok();
   const int n = nranks_;
   const uint64_t host = bootstrap_->peers()[0].hostHash;
-  const std::string keyText = fmt::format("{}:{}:{}:{}:{}:{}:{}:{}", ZCOLL_VERSION_CODE, host, n, transport_->name(), config_.chunkBytes,
+  const std::string keyText = fmt::format("{}:{}:{}:{}:{}:{}:{}:{}:{}", ZCOLL_VERSION_CODE, host, n, transport_->name(), config_.spinNs, config_.chunkBytes,
                                           config_.fifoSlots, allAlgorithms().size(), sizeof(CostModel));
   const uint64_t key = fnv1a(keyText.data(), keyText.size());
   const std::string path =

@@ -1,6 +1,8 @@
 // communicator.cpp - creation, execution engine and teardown (see communicator.hpp).
 #include "comm/communicator.hpp"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -53,7 +55,19 @@ Status Communicator::create(const UniqueIdFields& id, int nranks, int rank, cons
 
   const std::vector<PeerInfo>& peers = c->bootstrap_->peers();
   bool oneHost = true;
-  for (const PeerInfo& p : peers) oneHost = oneHost && p.hostHash == peers[static_cast<size_t>(rank)].hostHash;
+  int localRanks = 0;
+  for (const PeerInfo& p : peers) {
+    oneHost = oneHost && p.hostHash == peers[static_cast<size_t>(rank)].hostHash;
+    localRanks += p.hostHash == peers[static_cast<size_t>(rank)].hostHash;
+  }
+  if (c->config_.spinNs < 0) {
+    // A rank that spins while it waits holds a core; when the host's ranks outnumber its cores that
+    // core may be the one the awaited rank needs, so spin briefly and yield soon.
+    cpu_set_t cpus;
+    const int cores = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+    c->config_.spinNs = localRanks > cores ? 200 : 2'000;
+    ZCOLL_INFO(Init, rank, "wait policy: {} ranks on this host, {} cores: spin {} ns", localRanks, cores, c->config_.spinNs);
+  }
   // One transport serves every peer: the first of ZCOLL_TRANSPORTS (default shm, tcp, ucx) that can:
   // shm only when every rank shares this host.
   const std::string order = config.transports.empty() ? "shm,tcp,ucx" : config.transports;

@@ -23,7 +23,7 @@ struct Config {
   int64_t timeoutMs = 300'000;       // every wait is bounded by this
   int64_t chunkBytes = 256 * 1024;   // pipelining chunk = shared-memory slot size
   int fifoSlots = 4;                 // slots per peer FIFO (>= 2: see docs/algorithms.md)
-  int64_t spinNs = 2'000;            // wait policy: spin this long,
+  int64_t spinNs = -1;               // wait policy: spin this long (-1: 2000, 200 when oversubscribed),
   int64_t yieldNs = 50'000;          // then sched_yield this long, then sleep on a futex
   std::string algo;                  // ZCOLL_ALGO: "" = automatic
   std::string transports;            // ZCOLL_TRANSPORTS: "" = automatic
