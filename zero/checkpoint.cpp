@@ -34,26 +34,6 @@ bool makeDirs(const std::string& path, std::string* error) {
   return true;
 }
 
-bool writeAll(int fd, const void* data, size_t bytes, int64_t offset) {
-  const auto* p = static_cast<const char*>(data);
-  while (bytes > 0) {
-    const ssize_t n = pwrite(fd, p, bytes, offset);
-    if (n <= 0) return false;
-    p += n, bytes -= static_cast<size_t>(n), offset += n;
-  }
-  return true;
-}
-
-bool readAll(int fd, void* data, size_t bytes, int64_t offset) {
-  auto* p = static_cast<char*>(data);
-  while (bytes > 0) {
-    const ssize_t n = pread(fd, p, bytes, offset);
-    if (n <= 0) return false;
-    p += n, bytes -= static_cast<size_t>(n), offset += n;
-  }
-  return true;
-}
-
 }  // namespace
 
 Result EngineImpl::agree(const Result& local, const std::string& what) {
@@ -104,8 +84,8 @@ Result EngineImpl::saveCheckpoint(const std::string& dir, const std::string& tag
       const Unit& unit = partition_->units()[static_cast<size_t>(partition_->unitOf(s.group))];
       const float* w = master(partition_->unitOf(s.group)) + (s.shardOffset - unit.shardOffset);
       const size_t bytes = static_cast<size_t>(s.hi - s.lo) * sizeof(float);
-      ok = writeAll(fd, w, bytes, at[i].offset) && writeAll(fd, m + s.shardOffset, bytes, at[i].offset + static_cast<int64_t>(bytes)) &&
-           writeAll(fd, v + s.shardOffset, bytes, at[i].offset + 2 * static_cast<int64_t>(bytes));
+      ok = writeAt(fd, w, bytes, at[i].offset) && writeAt(fd, m + s.shardOffset, bytes, at[i].offset + static_cast<int64_t>(bytes)) &&
+           writeAt(fd, v + s.shardOffset, bytes, at[i].offset + 2 * static_cast<int64_t>(bytes));
     }
     if (ok) ok = fsync(fd) == 0;
     const int err = errno;
@@ -198,9 +178,9 @@ Result EngineImpl::restoreFrom(const std::string& dir, const std::string& tagIn)
         const int64_t len = (old.hi - old.lo) * static_cast<int64_t>(sizeof(float));
         const int64_t skip = (lo - old.lo) * static_cast<int64_t>(sizeof(float));
         const int64_t dst = lo - s.lo;
-        if (!readAll(fds[f], w + dst, n * 4, old.offset + skip) ||
-            !readAll(fds[f], m + s.shardOffset + dst, n * 4, old.offset + len + skip) ||
-            !readAll(fds[f], v + s.shardOffset + dst, n * 4, old.offset + 2 * len + skip)) {
+        if (!readAt(fds[f], w + dst, n * 4, old.offset + skip) ||
+            !readAt(fds[f], m + s.shardOffset + dst, n * 4, old.offset + len + skip) ||
+            !readAt(fds[f], v + s.shardOffset + dst, n * 4, old.offset + 2 * len + skip)) {
           closeAll();
           return {zcollSystemError, "loadCheckpoint: " + path + "/" + meta.files[f].name + " is shorter than its segments say"};
         }
@@ -239,7 +219,7 @@ Result EngineImpl::saveModel(const std::string& path) {
   if (rank_ == 0) {
     const std::string header = safetensorsHeader(groups_, dtype_, &offsets);
     fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0 || !writeAll(fd, header.data(), header.size(), 0))
+    if (fd < 0 || !writeAt(fd, header.data(), header.size(), 0))
       local = {zcollSystemError, "saveModel: " + tmp + ": cannot write: " + std::strerror(errno)};
   }
   r = agree(local, "saveModel");
@@ -257,7 +237,7 @@ Result EngineImpl::saveModel(const std::string& path) {
       src = full.data() + static_cast<size_t>(inUnit) * esize();
     }
     if (r.ok() && rank_ == 0 && local.ok() &&
-        !writeAll(fd, src, static_cast<size_t>(groups_[g].numel) * esize(), offsets[g]))
+        !writeAt(fd, src, static_cast<size_t>(groups_[g].numel) * esize(), offsets[g]))
       local = {zcollSystemError, "saveModel: " + tmp + ": cannot write: " + std::strerror(errno)};
   }
   if (fd >= 0) {

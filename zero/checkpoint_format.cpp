@@ -116,6 +116,26 @@ bool readLatest(const std::string& dir, std::string* tag, std::string* error) {
   return true;
 }
 
+bool writeAt(int fd, const void* data, size_t bytes, int64_t offset) {
+  const auto* p = static_cast<const char*>(data);
+  while (bytes > 0) {
+    const ssize_t n = pwrite(fd, p, bytes, offset);
+    if (n <= 0) return false;
+    p += n, bytes -= static_cast<size_t>(n), offset += n;
+  }
+  return true;
+}
+
+bool readAt(int fd, void* data, size_t bytes, int64_t offset) {
+  auto* p = static_cast<char*>(data);
+  while (bytes > 0) {
+    const ssize_t n = pread(fd, p, bytes, offset);
+    if (n <= 0) return false;
+    p += n, bytes -= static_cast<size_t>(n), offset += n;
+  }
+  return true;
+}
+
 bool writeFileAtomic(const std::string& path, const std::string& text, std::string* error) {
   const std::string tmp = path + ".tmp";
   {

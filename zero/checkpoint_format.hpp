@@ -47,6 +47,10 @@ std::string metaToJson(const CheckpointMeta& meta);
 bool readMeta(const std::string& path, CheckpointMeta* meta, std::string* error);
 // The tag DIR/latest names; false with *error.
 bool readLatest(const std::string& dir, std::string* tag, std::string* error);
+// Writes / reads exactly `bytes` at `offset` of fd (pwrite/pread until done); false on an error or
+// an early end of file (errno tells which).
+bool writeAt(int fd, const void* data, size_t bytes, int64_t offset);
+bool readAt(int fd, void* data, size_t bytes, int64_t offset);
 // Writes text to path through a temporary file and a rename; false with *error.
 bool writeFileAtomic(const std::string& path, const std::string& text, std::string* error);
 

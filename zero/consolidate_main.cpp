@@ -24,16 +24,6 @@ int usage(const char* msg) {
   return 2;
 }
 
-bool transfer(int fd, void* buf, size_t bytes, int64_t offset, bool write) {
-  auto* p = static_cast<char*>(buf);
-  while (bytes > 0) {
-    const ssize_t n = write ? pwrite(fd, p, bytes, offset) : pread(fd, p, bytes, offset);
-    if (n <= 0) return false;
-    p += n, bytes -= static_cast<size_t>(n), offset += n;
-  }
-  return true;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -66,7 +56,7 @@ int main(int argc, char** argv) {
     if (ofd >= 0) close(ofd), unlink(tmp.c_str());
     return 1;
   };
-  if (ofd < 0 || !transfer(ofd, const_cast<char*>(header.data()), header.size(), 0, true))
+  if (ofd < 0 || !writeAt(ofd, header.data(), header.size(), 0))
     return failWith(tmp + ": cannot write: " + std::strerror(errno));
 
   std::vector<int64_t> written(meta.groups.size(), 0);
@@ -81,12 +71,12 @@ int main(int argc, char** argv) {
       const size_t n = static_cast<size_t>(s.hi - s.lo);
       master.resize(n);
       converted.resize(n * static_cast<size_t>(es));
-      if (!transfer(fd, master.data(), n * 4, s.offset, false)) {
+      if (!readAt(fd, master.data(), n * 4, s.offset)) {
         close(fd);
         return failWith(path + " is shorter than its segments say");
       }
       fromFloat32(out, master.data(), converted.data(), static_cast<int64_t>(n));
-      if (!transfer(ofd, converted.data(), converted.size(), offsets[static_cast<size_t>(s.group)] + s.lo * es, true)) {
+      if (!writeAt(ofd, converted.data(), converted.size(), offsets[static_cast<size_t>(s.group)] + s.lo * es)) {
         close(fd);
         return failWith(tmp + ": cannot write: " + std::strerror(errno));
       }

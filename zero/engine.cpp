@@ -136,17 +136,17 @@ Result EngineImpl::setup() {
   const bool pinParam = z.offloadParam.device != OffloadDevice::None && z.offloadParam.pinMemory;
   const size_t shardBytes = static_cast<size_t>(P.shardNumel()) * esize();
   const size_t flatBytes = static_cast<size_t>(P.flatNumel()) * esize();
-  if (z.stage <= 2) params_ = allocate(flatBytes, &paramBytes_, false);
-  else shardParams_ = allocate(shardBytes, &paramBytes_, pinParam);
-  if (z.stage <= 1) grads_ = allocate(flatBytes, &gradBytes_, false);
-  else gradShard_ = allocate(shardBytes, &gradBytes_, pinOpt);
+  if (z.stage <= 2) params_ = allocate(flatBytes, &paramBytes_, false, "parameters");
+  else shardParams_ = allocate(shardBytes, &paramBytes_, pinParam, "the parameter shard");
+  if (z.stage <= 1) grads_ = allocate(flatBytes, &gradBytes_, false, "gradients");
+  else gradShard_ = allocate(shardBytes, &gradBytes_, pinOpt, "the gradient shard");
   const size_t stateBytes = static_cast<size_t>(P.shardNumel()) * sizeof(float);
-  if (mixed()) master_ = allocate(stateBytes, &optimBytes_, pinOpt);
-  expAvg_ = allocate(stateBytes, &optimBytes_, pinOpt);
-  expAvgSq_ = allocate(stateBytes, &optimBytes_, pinOpt);
-  scratchElems_ = std::clamp<int64_t>(z.subGroupSize, 1, int64_t{1} << 20);
-  scratchElems_ = std::min(scratchElems_, std::max<int64_t>(P.shardNumel(), 1));
-  scratch_ = allocate(static_cast<size_t>(scratchElems_) * sizeof(float), &bufferBytes_, false);
+  if (mixed()) master_ = allocate(stateBytes, &optimBytes_, pinOpt, "master weights");
+  expAvg_ = allocate(stateBytes, &optimBytes_, pinOpt, "exp_avg");
+  expAvgSq_ = allocate(stateBytes, &optimBytes_, pinOpt, "exp_avg_sq");
+  // At least 2: finish() splits it into a sum and an addend.
+  scratchElems_ = std::clamp<int64_t>(std::min(z.subGroupSize, P.shardNumel()), 2, int64_t{1} << 20);
+  scratch_ = allocate(static_cast<size_t>(scratchElems_) * sizeof(float), &bufferBytes_, false, "scratch");
 
   if (z.stage == 3) {
     live_.assign(ng, Live::Absent);
@@ -160,17 +160,15 @@ Result EngineImpl::setup() {
       if (groups_[g].numel > z.stage3ParamPersistenceThreshold) continue;
       isPersistent_[g] = true;
       const Unit& u = P.units()[static_cast<size_t>(P.unitOf(static_cast<int>(g)))];
-      persistent_[g] = allocate(static_cast<size_t>(u.padded) * esize(), &paramBytes_, false);
+      persistent_[g] = allocate(static_cast<size_t>(u.padded) * esize(), &paramBytes_, false, "a persistent group");
     }
   }
   if (z.stage >= 2) {
-    int64_t largest = 0;
-    for (const Unit& u : P.units()) largest = std::max(largest, u.padded);
-    maxSlots_ = static_cast<size_t>(std::max<int64_t>(2, z.reduceBucketSize / std::max<int64_t>(largest, 1)));
-    maxSlots_ = std::min(maxSlots_, units);
+    for (const Unit& u : P.units()) slotElems_ = std::max(slotElems_, u.padded);
+    maxSlots_ = std::min(units, static_cast<size_t>(std::max<int64_t>(2, z.reduceBucketSize / slotElems_)));
   }
-  if ((pinOpt || pinParam) && !pinWarned_ && ((!master_.pinned() && master_.data()) || !expAvg_.pinned())) {
-    pinWarned_ = true;
+  if (Result r = usable(); !r.ok()) return r;  // out of memory
+  if ((pinOpt || pinParam) && ((!master_.pinned() && master_.data()) || !expAvg_.pinned())) {
     if (options_.log && rank_ == 0)
       std::cerr << "zcoll zero: pin_memory: could not lock the offloaded states in memory (RLIMIT_MEMLOCK); they stay pageable\n";
   }
@@ -236,8 +234,12 @@ Result EngineImpl::crossCheck(bool locallyOk) {
   return {zcollInvalidArgument, "Engine::create: mismatched parameter registration between rank 0 and " + who};
 }
 
-HostBuffer EngineImpl::allocate(size_t bytes, int64_t* counter, bool pin) {
+HostBuffer EngineImpl::allocate(size_t bytes, int64_t* counter, bool pin, const char* what) {
   HostBuffer b(bytes, pin);
+  if (bytes > 0 && !b.data()) {
+    fail(zcollSystemError, std::string("out of memory: ") + std::to_string(bytes) + " bytes for " + what);
+    return b;
+  }
   *counter += static_cast<int64_t>(bytes);
   if (counter == &bufferBytes_) peakBufferBytes_ = std::max(peakBufferBytes_, bufferBytes_);
   return b;
@@ -246,10 +248,20 @@ HostBuffer EngineImpl::allocate(size_t bytes, int64_t* counter, bool pin) {
 // ---------------------------------------------------------------------------------------------
 // Requests
 
-uint64_t EngineImpl::issue(zcollResult_t r, const zcollRequest_t& req, Kind kind, int unit, int slot, const std::string& what,
-                           Result* result) {
+std::string EngineImpl::describe(Kind kind, int unit) const {
+  switch (kind) {
+    case Kind::GradReduce: return "reducing the gradients of bucket " + std::to_string(unit);
+    case Kind::ParamGather:
+      return "gathering the parameters of group '" +
+             groups_[static_cast<size_t>(partition_->units()[static_cast<size_t>(unit)].firstGroup)].name + "'";
+    case Kind::ParamUpdate: return "step: gathering the updated parameters of bucket " + std::to_string(unit);
+  }
+  return "a collective";
+}
+
+uint64_t EngineImpl::issue(zcollResult_t r, const zcollRequest_t& req, Kind kind, int unit, int slot, Result* result) {
   if (r != zcollSuccess) {
-    *result = commFail(r, what);
+    *result = commFail(r, describe(kind, unit));
     return 0;
   }
   ++stats_.collectives;
@@ -265,7 +277,7 @@ Result EngineImpl::completeThrough(uint64_t seq) {
     const zcollResult_t r = zcollWait(p.request);
     stats_.commWaitSeconds += seconds(Clock::now() - t0);
     if (r != zcollSuccess) {
-      Result res = commFail(r, p.kind == Kind::GradReduce ? "reducing gradients" : p.kind == Kind::ParamGather ? "gathering parameters" : "a collective");
+      Result res = commFail(r, describe(p.kind, p.unit));
       for (const Pending& q : pending_) zcollWait(q.request);
       pending_.clear();
       return res;
@@ -305,9 +317,9 @@ Result EngineImpl::finish(const Pending& p) {
     for (int64_t i = 0; i < u.slice; ++i) d[i] += s[i];
   } else {
     float* tmp = reinterpret_cast<float*>(scratch_.data());
-    const int64_t half = scratchElems_ / 2;  // two halves: the sum and the addend
-    for (int64_t off = 0; off < u.slice; off += std::max<int64_t>(half, 1)) {
-      const int64_t n = std::min(std::max<int64_t>(half, 1), u.slice - off);
+    const int64_t half = scratchElems_ / 2;  // two halves (scratchElems_ >= 2): the sum and the addend
+    for (int64_t off = 0; off < u.slice; off += half) {
+      const int64_t n = std::min(half, u.slice - off);
       toFloat32(dtype_, dst + static_cast<size_t>(off) * esize(), tmp, n);
       toFloat32(dtype_, src + static_cast<size_t>(off) * esize(), tmp + half, n);
       for (int64_t i = 0; i < n; ++i) tmp[i] += tmp[half + i];
@@ -333,9 +345,12 @@ int EngineImpl::acquireSlot(Result* result) {
     // (or when none is in flight: the trainer holds every slot).
     auto holder = std::find_if(pending_.begin(), pending_.end(), [](const Pending& p) { return p.slot >= 0; });
     if (slots_.size() < maxSlots_ || holder == pending_.end()) {
-      int64_t largest = 0;
-      for (const Unit& u : partition_->units()) largest = std::max(largest, u.padded);
-      slots_.push_back(allocate(static_cast<size_t>(largest) * esize(), &bufferBytes_, false));
+      HostBuffer slot = allocate(static_cast<size_t>(slotElems_) * esize(), &bufferBytes_, false, "a gradient bucket");
+      if (!slot.data()) {
+        *result = failed_;
+        return -1;
+      }
+      slots_.push_back(std::move(slot));
       return static_cast<int>(slots_.size()) - 1;
     }
     Result r = completeThrough(holder->seq);
@@ -393,12 +408,11 @@ Result EngineImpl::launchUnit(int u) {
   if (stage() <= 1 && !boundary) return {};
   Result r;
   zcollRequest_t req = nullptr;
-  const std::string what = "reducing the gradients of bucket " + std::to_string(u);
   const int64_t bytes = unit.padded * static_cast<int64_t>(esize());
   if (stage() == 0) {
     std::byte* buf = at(grads_, unit.flatOffset);
     issue(zcollAllReduceAsync(buf, buf, static_cast<size_t>(unit.padded), zdtype_, zcollSum, comm_, &req), req,
-          Kind::GradReduce, u, -1, what, &r);
+          Kind::GradReduce, u, -1, &r);
     stats_.reduceBytes += 2 * bytes;
   } else {
     int slot = -1;
@@ -414,11 +428,11 @@ Result EngineImpl::launchUnit(int u) {
     std::byte* mine = buf + static_cast<size_t>(part_ * unit.slice) * esize();
     if (config_.zero.reduceScatter || stage() == 3) {
       issue(zcollReduceScatterAsync(buf, mine, static_cast<size_t>(unit.slice), zdtype_, zcollSum, comm_, &req), req,
-            Kind::GradReduce, u, slot, what, &r);
+            Kind::GradReduce, u, slot, &r);
       stats_.reduceBytes += bytes;
     } else {  // "reduce_scatter": false - DeepSpeed's all-reduce of the bucket; this rank keeps its slice
       issue(zcollAllReduceAsync(buf, buf, static_cast<size_t>(unit.padded), zdtype_, zcollSum, comm_, &req), req,
-            Kind::GradReduce, u, slot, what, &r);
+            Kind::GradReduce, u, slot, &r);
       stats_.reduceBytes += 2 * bytes;
     }
     unitSlot_[static_cast<size_t>(u)] = -1;
@@ -450,7 +464,8 @@ Result EngineImpl::gatherUnit(int u, bool prefetch) {
     liveBuf_[static_cast<size_t>(g)] = std::move(pool.back());
     pool.pop_back();
   } else {
-    liveBuf_[static_cast<size_t>(g)] = allocate(bytes, &bufferBytes_, false);
+    liveBuf_[static_cast<size_t>(g)] = allocate(bytes, &bufferBytes_, false, "gathered parameters");
+    if (!liveBuf_[static_cast<size_t>(g)].data()) return failed_;
   }
   live_[static_cast<size_t>(g)] = Live::InFlight;
   liveElems_ += unit.padded;
@@ -460,7 +475,7 @@ Result EngineImpl::gatherUnit(int u, bool prefetch) {
   gatherSeq_[static_cast<size_t>(g)] =
       issue(zcollAllGatherAsync(at(shardParams_, unit.shardOffset), liveBuf_[static_cast<size_t>(g)].data(),
                                 static_cast<size_t>(unit.slice), zdtype_, comm_, &req),
-            req, Kind::ParamGather, u, -1, "gathering the parameters of group '" + groups_[static_cast<size_t>(g)].name + "'", &r);
+            req, Kind::ParamGather, u, -1, &r);
   stats_.gatherBytes += static_cast<int64_t>(bytes);
   return r;
 }
@@ -523,13 +538,13 @@ Result EngineImpl::fetch(int g) {
       prefetched_[static_cast<size_t>(g)] = false;
       prefetchElems_ -= partition_->units()[static_cast<size_t>(u)].padded;
     }
-    if (live_[static_cast<size_t>(g)] == Live::InFlight) {
-      if (!recording_ && !traceBroken_) prefetchFrom(traceAt_);  // queue the next ones before waiting
-      r = completeThrough(gatherSeq_[static_cast<size_t>(g)]);
-      if (!r.ok()) return r;
-    }
   }
+  // Queue the next groups before waiting for this one.
   if (!recording_ && !traceBroken_) prefetchFrom(traceAt_);
+  if (live_[static_cast<size_t>(g)] == Live::InFlight) {
+    r = completeThrough(gatherSeq_[static_cast<size_t>(g)]);
+    if (!r.ok()) return r;
+  }
   return usable();
 }
 

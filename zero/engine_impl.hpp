@@ -80,10 +80,10 @@ class EngineImpl final : public Engine {
   EngineMemory memory() const override;
 
  private:
-  enum class Kind { GradReduce, ParamGather, Other };
+  enum class Kind { GradReduce, ParamGather, ParamUpdate };  // bucket reduction, stage 3 gather, after-step gather
   struct Pending {
     zcollRequest_t request = nullptr;
-    Kind kind = Kind::Other;
+    Kind kind = Kind::GradReduce;
     int unit = -1;
     int slot = -1;  // stage 2-3: the bucket slot whose slice is added to the gradient shard
     uint64_t seq = 0;
@@ -98,15 +98,16 @@ class EngineImpl final : public Engine {
   Result crossCheck(bool locallyOk);
 
   // Communication.
-  uint64_t issue(zcollResult_t r, const zcollRequest_t& req, Kind kind, int unit, int slot, const std::string& what,
-                 Result* result);
+  uint64_t issue(zcollResult_t r, const zcollRequest_t& req, Kind kind, int unit, int slot, Result* result);
+  std::string describe(Kind kind, int unit) const;  // for messages: what a request was doing
   Result completeThrough(uint64_t seq);  // waits for every request up to seq, in order
   Result completeAll();
   Result finish(const Pending& p);
   Result blocking(zcollResult_t r, const std::string& what);  // times a blocking call's wait
 
   // Memory.
-  HostBuffer allocate(size_t bytes, int64_t* counter, bool pin);
+  // A zeroed buffer counted in *counter; out of memory fails the engine (the buffer is then empty).
+  HostBuffer allocate(size_t bytes, int64_t* counter, bool pin, const char* what);
   int acquireSlot(Result* result);
   void releaseSlot(int slot);
   Result launchUnit(int u);
@@ -152,6 +153,7 @@ class EngineImpl final : public Engine {
   std::vector<bool> isPersistent_;
   int64_t paramBytes_ = 0, gradBytes_ = 0, optimBytes_ = 0, bufferBytes_ = 0, peakBufferBytes_ = 0;
   int64_t scratchElems_ = 0;
+  int64_t slotElems_ = 0;  // a gradient bucket slot: the largest unit, padded
 
   // Gradient buckets (stage 2-3): slots of the largest unit's padded size, reused.
   std::vector<HostBuffer> slots_;
@@ -179,7 +181,6 @@ class EngineImpl final : public Engine {
 
   int64_t microSteps_ = 0, stepsTaken_ = 0;
   EngineStats stats_;
-  bool pinWarned_ = false;
 };
 
 inline double seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }

@@ -200,7 +200,7 @@ Result EngineImpl::gatherParamsAfterStep() {
     else continue;
     zcollRequest_t req = nullptr;
     issue(zcollAllGatherAsync(ownedParam(static_cast<int>(u)), dst, static_cast<size_t>(unit.slice), zdtype_, comm_, &req), req,
-          Kind::Other, static_cast<int>(u), -1, "step: gathering the updated parameters of bucket " + std::to_string(u), &r);
+          Kind::ParamUpdate, static_cast<int>(u), -1, &r);
     stats_.gatherBytes += unit.padded * static_cast<int64_t>(esize());
   }
   if (!r.ok()) return r;
