@@ -102,8 +102,8 @@ Status Communicator::calibrate() {
   // the small sizes loop 128 times; with more ranks each op is slower and fewer suffice.
   static constexpr int kOpsAt2Ranks[kCalibrationPoints] = {128, 128, 64, 32, 16, 4, 4, 4, 2};
   static constexpr int kMinOps[kCalibrationPoints] = {16, 16, 16, 8, 8, 4, 4, 4, 2};
-  int kOpsPerSample[kCalibrationPoints];
-  for (int k = 0; k < kCalibrationPoints; ++k) kOpsPerSample[k] = std::max(kMinOps[k], kOpsAt2Ranks[k] * 2 / n);
+  int opsPerSample[kCalibrationPoints];
+  for (int k = 0; k < kCalibrationPoints; ++k) opsPerSample[k] = std::max(kMinOps[k], kOpsAt2Ranks[k] * 2 / n);
   constexpr int kMaxTrials = *std::max_element(std::begin(kTrials), std::end(kTrials));
   constexpr int kMaxCurves = static_cast<int>(std::size(CostModel{}.allReduce));
   CostModel m;
@@ -142,9 +142,9 @@ Status Communicator::calibrate() {
         // still finishing the previous algorithm's ops.
         if (Status s = execute(barrierOp, *barrier); !s) return s;
         const int64_t start = nowNs();
-        for (int rep = 0; rep < kOpsPerSample[k]; ++rep)
+        for (int rep = 0; rep < opsPerSample[k]; ++rep)
           if (Status s = execute(op, *algos[i]); !s) return s;
-        if (trial >= 0) mine.t[k][i][trial] = static_cast<float>(static_cast<double>(nowNs() - start) * 1e-9 / kOpsPerSample[k]);
+        if (trial >= 0) mine.t[k][i][trial] = static_cast<float>(static_cast<double>(nowNs() - start) * 1e-9 / opsPerSample[k]);
       }
     }
   }
