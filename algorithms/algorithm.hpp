@@ -17,6 +17,8 @@
 
 namespace zcoll {
 
+class DeviceExecutor;
+
 // One point-to-point transfer of a grouped send/recv batch.
 struct P2PItem {
   bool isSend = false;
@@ -37,6 +39,7 @@ struct OpArgs {
   uint64_t seq = 0;  // per-communicator sequence number of this collective
   const P2PItem* items = nullptr;  // SendRecv only
   size_t nitems = 0;
+  bool device = false;  // the buffers are device memory (comm/device.hpp)
 };
 
 // opBytes of an op, as a double for cost formulas.
@@ -53,6 +56,8 @@ struct AlgoContext {
   size_t chunkBytes = 0;  // <= transport->chunkCapacity()
   Scratch* scratch = nullptr;
   Tracer* tracer = nullptr;  // ZCOLL_TRACE, or nullptr
+  // Device operations (buffers in device memory): the executor that computes on them, else nullptr.
+  DeviceExecutor* device = nullptr;
 };
 
 class Algorithm {

@@ -25,7 +25,7 @@ class P2PBatch final : public AlgorithmOf<Collective::SendRecv> {
     Primitives prims(op, ctx, name());
     const P2PItem* items = op.items;
     const size_t count = op.nitems;
-    if (Status s = copySelf(items, count, ctx.rank); !s) return s;
+    if (Status s = copySelf(prims, items, count, ctx.rank); !s) return s;
 
     // Progress of each transfer, in bytes; self transfers are already complete.
     // A transfer may move only when the previous one to/from the same peer is complete.
@@ -59,7 +59,10 @@ class P2PBatch final : public AlgorithmOf<Collective::SendRecv> {
             if (left != 0) continue;
           } else {
             size_t n = std::min(left, cap);
-            copyBytes(slot.data, static_cast<const char*>(it.buf) + progress[i], n);
+            if (Status s = prims.copyNow(slot.data, static_cast<const char*>(it.buf) + progress[i], n); !s) {
+              failure = std::move(s);
+              return true;
+            }
             t->commitSend(it.peer, n);
             left -= n;
           }
@@ -75,7 +78,10 @@ class P2PBatch final : public AlgorithmOf<Collective::SendRecv> {
                   op.seq, it.peer, ctx.rank, chunk.bytes, left);
               return true;
             }
-            copyBytes(static_cast<char*>(it.buf) + progress[i], chunk.data, chunk.bytes);
+            if (Status s = prims.copyNow(static_cast<char*>(it.buf) + progress[i], chunk.data, chunk.bytes); !s) {
+              failure = std::move(s);
+              return true;
+            }
             t->releaseRecv(it.peer);
             left -= chunk.bytes;
           }
@@ -108,7 +114,7 @@ class P2PBatch final : public AlgorithmOf<Collective::SendRecv> {
     return v;
   }
 
-  static Status copySelf(const P2PItem* items, size_t count, int rank) {
+  static Status copySelf(Primitives& prims, const P2PItem* items, size_t count, int rank) {
     size_t nextRecv = 0;
     for (size_t i = 0; i < count; ++i) {
       if (!items[i].isSend || items[i].peer != rank) continue;
@@ -118,7 +124,11 @@ class P2PBatch final : public AlgorithmOf<Collective::SendRecv> {
       if (items[nextRecv].bytes != items[i].bytes)
         return invalidUsage("send to self of {} bytes matched with a recv from self of {} bytes", items[i].bytes,
                             items[nextRecv].bytes);
-      if (items[i].bytes) std::memmove(items[nextRecv].buf, items[i].buf, items[i].bytes);
+      if (prims.onDevice()) {
+        if (Status s = prims.copyNow(items[nextRecv].buf, items[i].buf, items[i].bytes); !s) return s;
+      } else if (items[i].bytes) {
+        std::memmove(items[nextRecv].buf, items[i].buf, items[i].bytes);
+      }
       nextRecv++;
     }
     for (size_t i = nextRecv; i < count; ++i)

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include "algorithms/device_executor.hpp"
+
 namespace zcoll {
 
 Primitives::Primitives(const OpArgs& op, AlgoContext& ctx, std::string_view algoName)
@@ -13,7 +15,9 @@ Primitives::Primitives(const OpArgs& op, AlgoContext& ctx, std::string_view algo
       elemSize_(dataTypeSize(op.dtype)),
       chunkElems_(ctx.chunkBytes / elemSize_),
       reduce_(reduceFunction(op.dtype, op.op)),
-      finalize_(finalizeFunction(op.dtype, op.op)) {}
+      finalize_(finalizeFunction(op.dtype, op.op)),
+      dev_(ctx.device),
+      slotsOnHost_(ctx.transport->slotMemory() == MemKind::Host) {}
 
 const char* Primitives::stepKind() const {
   if (stepRecv_ && stepSend_) return stepReduce_ ? (stepStore_ ? "recvReduceCopySend" : "recvReduceSend") : "recvCopySend";
@@ -61,22 +65,68 @@ Status Primitives::step(int recvPeer, int sendPeer, const void* local, void* dst
     if (r != WaitResult::Ready) return waitFailure(r, sendPeer, "waiting for FIFO room at");
   }
 
+  if (dev_) {
+    if (Status s = deviceStep(in, out, recvPeer >= 0, sendPeer >= 0, local, dst, n, reduce, finalize); !s) return s;
+  } else {
+    hostStep(in, out, recvPeer >= 0, sendPeer >= 0, local, dst, n, reduce, finalize);
+  }
+  if (recvPeer >= 0) t->releaseRecv(recvPeer);
+  if (sendPeer >= 0) t->commitSend(sendPeer, bytes);
+  if (ctx_.tracer) ctx_.tracer->step(stepKind(), recvPeer >= 0 ? recvPeer : sendPeer, bytes, t0, nowNs());
+  return Status::ok();
+}
+
+void Primitives::hostStep(const RecvChunk& in, const SendSlot& out, bool recv, bool send, const void* local,
+                          void* dst, size_t n, bool reduce, bool finalize) {
+  const size_t bytes = n * elemSize_;
   const void* value = local;  // what goes out
   if (reduce) {
     void* target = dst ? dst : out.data;
     reduce_(target, in.data, local, n);
     if (finalize && finalize_) finalize_(target, n, nranks_);
     value = target;
-  } else if (recvPeer >= 0) {
+  } else if (recv) {
     if (dst) copyBytes(dst, in.data, bytes);
     value = in.data;
   }
-  if (sendPeer >= 0 && value != out.data) copyBytes(out.data, value, bytes);
+  if (send && value != out.data) copyBytes(out.data, value, bytes);
+}
 
-  if (recvPeer >= 0) t->releaseRecv(recvPeer);
-  if (sendPeer >= 0) t->commitSend(sendPeer, bytes);
-  if (ctx_.tracer) ctx_.tracer->step(stepKind(), recvPeer >= 0 ? recvPeer : sendPeer, bytes, t0, nowNs());
+Status Primitives::deviceStep(const RecvChunk& in, const SendSlot& out, bool recv, bool send, const void* local,
+                              void* dst, size_t n, bool reduce, bool finalize) {
+  const size_t bytes = n * elemSize_;
+  const int divisor = finalize && finalize_ ? nranks_ : 0;
+  if (reduce) {
+    // One kernel: in OP local into dst (or the slot), and into the slot too when both.
+    dev_->reduce(dst ? dst : out.data, dst && send ? out.data : nullptr, in.data, local, n, op_.dtype, op_.op, divisor);
+  } else if (recv) {
+    if (dst) dev_->copy(dst, in.data, bytes);
+    if (send) {
+      if (slotsOnHost_) copyBytes(out.data, in.data, bytes);  // slot to slot: no device involved
+      else dev_->copy(out.data, in.data, bytes);
+    }
+  } else {
+    dev_->copy(out.data, local, bytes);
+  }
+  if (Status s = dev_->sync(ctx_.waiter->deadline()); !s)
+    return std::move(s).withContext(fmt::format("{} #{} ({}): rank {} at step {} ({}, {} bytes)",
+                                                collectiveName(op_.coll), op_.seq, algoName_, ctx_.rank, steps_,
+                                                stepKind(), bytes));
   return Status::ok();
+}
+
+void Primitives::deviceCopy(void* dst, const void* src, size_t bytes) const { dev_->copy(dst, src, bytes); }
+
+void Primitives::deviceDivide(void* data, size_t n) const { dev_->divide(data, n, op_.dtype, nranks_); }
+
+Status Primitives::copyNow(void* dst, const void* src, size_t bytes) {
+  if (!bytes) return Status::ok();
+  if (!dev_) {
+    copyBytes(dst, src, bytes);
+    return Status::ok();
+  }
+  dev_->copy(dst, src, bytes);
+  return dev_->sync(ctx_.waiter->deadline());
 }
 
 }  // namespace zcoll

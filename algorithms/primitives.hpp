@@ -28,6 +28,7 @@ class Primitives {
 
   size_t elemSize() const { return elemSize_; }
   size_t chunkElems() const { return chunkElems_; }
+  bool onDevice() const { return dev_ != nullptr; }
 
   Status send(int peer, const void* local, size_t n) { return step(-1, peer, local, nullptr, n, false, false); }
   Status recv(int peer, void* dst, size_t n) { return step(peer, -1, nullptr, dst, n, false, false); }
@@ -44,13 +45,21 @@ class Primitives {
     return step(recvPeer, sendPeer, nullptr, dst, n, false, false);
   }
 
-  // Local work, no transport: dst = src; and the Avg division of a final result.
+  // Local work, no transport: dst = src; and the Avg division of a final result. On device memory
+  // they are queued on the device stream (in order with the steps).
   void copy(void* dst, const void* src, size_t n) const {
-    if (dst != src && n) copyBytes(dst, src, n * elemSize_);
+    if (dst == src || !n) return;
+    if (dev_) deviceCopy(dst, src, n * elemSize_);
+    else copyBytes(dst, src, n * elemSize_);
   }
   void finalize(void* data, size_t n) const {
-    if (finalize_ && n) finalize_(data, n, nranks_);
+    if (!finalize_ || !n) return;
+    if (dev_) deviceDivide(data, n);
+    else finalize_(data, n, nranks_);
   }
+  // bytes from src to dst now, between any memory of this operation and transport slots (send/recv
+  // batches): a host copy, or a device copy waited for.
+  Status copyNow(void* dst, const void* src, size_t bytes);
   // The whole reduction on one rank: dst = src, finalized.
   void reduceAlone(void* dst, const void* src, size_t n) const {
     copy(dst, src, n);
@@ -63,6 +72,13 @@ class Primitives {
 
  private:
   Status step(int recvPeer, int sendPeer, const void* local, void* dst, size_t n, bool reduce, bool finalize);
+  void hostStep(const RecvChunk& in, const SendSlot& out, bool recv, bool send, const void* local, void* dst,
+                size_t n, bool reduce, bool finalize);
+  // The device half of step(): queue the chunk's work, wait for it.
+  Status deviceStep(const RecvChunk& in, const SendSlot& out, bool recv, bool send, const void* local, void* dst,
+                    size_t n, bool reduce, bool finalize);
+  void deviceCopy(void* dst, const void* src, size_t bytes) const;
+  void deviceDivide(void* data, size_t n) const;
   const char* stepKind() const;
 
   // The step in progress, for failure messages only: a counter and a few stores per chunk.
@@ -78,6 +94,8 @@ class Primitives {
   size_t chunkElems_;
   ReduceFn reduce_;
   FinalizeFn finalize_;
+  DeviceExecutor* dev_;  // device operation, else nullptr
+  bool slotsOnHost_;     // the transport's slots are host memory (copies between them need no device)
 };
 
 // Calls f(offset, n) for each chunk of [begin, end) (element offsets), stopping at the first failure.

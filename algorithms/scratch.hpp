@@ -11,15 +11,23 @@
 
 namespace zcoll {
 
+// The interface algorithms see; device operations get device memory (algorithms/device_executor.hpp).
 class Scratch {
  public:
-  Scratch() = default;
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  ~Scratch() { release(); }
+  virtual ~Scratch() = default;
+  // At least `bytes` of memory of the operation's kind, or nullptr if it cannot be had.
+  virtual void* get(size_t bytes) = 0;
+};
 
-  // At least `bytes` of touched memory, or nullptr if it cannot be mapped.
-  void* get(size_t bytes) {
+class HostScratch final : public Scratch {
+ public:
+  HostScratch() = default;
+  HostScratch(const HostScratch&) = delete;
+  HostScratch& operator=(const HostScratch&) = delete;
+  ~HostScratch() override { release(); }
+
+  // Touched memory.
+  void* get(size_t bytes) override {
     if (bytes <= size_) return data_;
     release();
     size_t want = (bytes + (size_t{2} << 20) - 1) & ~((size_t{2} << 20) - 1);

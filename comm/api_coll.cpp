@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "comm/boundary.hpp"
+#include "comm/device.hpp"
 #include "comm/group.hpp"
 #include "comm/handles.hpp"
 
@@ -48,8 +49,31 @@ Status checkRank(int value, const char* name, int nranks) {
   return Status::ok();
 }
 
-Status checkStream(zcollStream_t stream) {
-  if (stream) return invalidArgument("stream: must be NULL for host buffers (this build has no CUDA support)");
+// Host or device: both buffers of a call must be of one kind; a stream goes with device buffers only.
+Status memoryKind(const Call& c, const OpArgs& op, zcollStream_t stream, bool* device) {
+  *device = false;
+  DeviceRuntime* rt = deviceRuntime();
+  if (!rt) {
+    if (stream) return invalidArgument("stream: must be NULL: this process has no device runtime ({})",
+                                       deviceRuntimeAbsence());
+    return Status::ok();
+  }
+  const bool hasSend = c.needSend && c.sendElems > 0 && op.sendbuf;
+  const bool hasRecv = c.needRecv && c.recvElems > 0 && op.recvbuf;
+  const MemKind send = hasSend ? rt->kindOf(op.sendbuf) : MemKind::Host;
+  const MemKind recv = hasRecv ? rt->kindOf(op.recvbuf) : MemKind::Host;
+  auto kindName = [](MemKind k) { return k == MemKind::Device ? "device" : "host"; };
+  if (hasSend && hasRecv && send != recv)
+    return invalidArgument("{} is {} memory but {} is {} memory: both must be device memory, or both host memory",
+                           c.sendName, kindName(send), c.recvName, kindName(recv));
+  if (hasSend || hasRecv) {
+    *device = (hasSend ? send : recv) == MemKind::Device;
+    if (!*device && stream)
+      return invalidArgument("stream: must be NULL for host buffers ({} is host memory)",
+                             hasSend ? c.sendName : c.recvName);
+  } else {
+    *device = stream != nullptr;  // nothing to move: ordered on the stream when one is given
+  }
   return Status::ok();
 }
 
@@ -74,26 +98,32 @@ Status checkBuffers(const Call& c, const void* send, const void* recv, size_t el
 
 // Validates the buffers, then runs / queues / groups the operation on the communicator `ref` pins.
 Status launch(const CommRef& ref, zcollComm_t comm, OpArgs op, const Call& call, const char* countName, Mode mode,
-              zcollRequest_t* request, const P2PItem* item = nullptr) {
+              zcollRequest_t* request, zcollStream_t stream, const P2PItem* item = nullptr) {
   if (Status s = checkBuffers(call, op.sendbuf, op.recvbuf, dataTypeSize(op.dtype), countName); !s) return s;
+  if (Status s = memoryKind(call, op, stream, &op.device); !s) return s;
+  if (op.device && !ref->device())
+    return invalidUsage("device buffers on a communicator created before the process had a device runtime");
   if (mode == Mode::Async) {
     if (!request) return invalidArgument("request: NULL pointer");
     if (groupActive()) return invalidUsage("nonblocking (Async) calls are not allowed inside a group");
     Request* r = nullptr;
-    if (Status s = ref->submit(op, &r); !s) return s;
+    if (Status s = op.device ? ref->submitDevice(op, nullptr, &r) : ref->submit(op, &r); !s) return s;
     *request = reinterpret_cast<zcollRequest_t>(r);
     return Status::ok();
   }
-  if (groupActive()) return groupAdd(comm, op, item);
+  if (groupActive()) return groupAdd(comm, op, item, stream);
   if (item) {
     op.items = item;
     op.nitems = 1;
   }
+  // Device buffers: ordered on the stream, the caller does not wait (NCCL's semantics).
+  if (op.device) return ref->submitDevice(op, stream, nullptr);
   return ref->call(op);
 }
 
 Status allReduce(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype, zcollRedOp_t op,
-                 zcollComm_t comm, Mode mode, zcollRequest_t* request) {
+                 zcollComm_t comm, Mode mode, zcollRequest_t* request,
+                 zcollStream_t stream) {
   if (Status s = checkType(datatype); !s) return s;
   if (Status s = checkOp(op); !s) return s;
   CommRef ref;
@@ -101,11 +131,12 @@ Status allReduce(const void* sendbuff, void* recvbuff, size_t count, zcollDataTy
   Call c;
   c.sendElems = c.recvElems = count;
   OpArgs a{Collective::AllReduce, sendbuff, recvbuff, count, static_cast<DataType>(datatype), static_cast<RedOp>(op)};
-  return launch(ref, comm, a, c, "count", mode, request);
+  return launch(ref, comm, a, c, "count", mode, request, stream);
 }
 
 Status allGather(const void* sendbuff, void* recvbuff, size_t sendcount, zcollDataType_t datatype, zcollComm_t comm,
-                 Mode mode, zcollRequest_t* request) {
+                 Mode mode, zcollRequest_t* request,
+                 zcollStream_t stream) {
   if (Status s = checkType(datatype); !s) return s;
   CommRef ref;
   if (Status s = ref.acquire(comm); !s) return s;
@@ -115,11 +146,12 @@ Status allGather(const void* sendbuff, void* recvbuff, size_t sendcount, zcollDa
     return invalidArgument("sendcount = {}: times nranks overflows", sendcount);
   c.inPlaceOffset = static_cast<int64_t>(sendcount) * ref->rank();
   OpArgs a{Collective::AllGather, sendbuff, recvbuff, sendcount, static_cast<DataType>(datatype)};
-  return launch(ref, comm, a, c, "sendcount", mode, request);
+  return launch(ref, comm, a, c, "sendcount", mode, request, stream);
 }
 
 Status reduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, zcollDataType_t datatype,
-                     zcollRedOp_t op, zcollComm_t comm, Mode mode, zcollRequest_t* request) {
+                     zcollRedOp_t op, zcollComm_t comm, Mode mode, zcollRequest_t* request,
+                 zcollStream_t stream) {
   if (Status s = checkType(datatype); !s) return s;
   if (Status s = checkOp(op); !s) return s;
   CommRef ref;
@@ -131,11 +163,12 @@ Status reduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, zco
   c.inPlaceOffset = -static_cast<int64_t>(recvcount) * ref->rank();  // recvbuff == sendbuff + rank * recvcount
   OpArgs a{Collective::ReduceScatter, sendbuff, recvbuff, recvcount, static_cast<DataType>(datatype),
            static_cast<RedOp>(op)};
-  return launch(ref, comm, a, c, "recvcount", mode, request);
+  return launch(ref, comm, a, c, "recvcount", mode, request, stream);
 }
 
 Status broadcast(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype, int root,
-                 zcollComm_t comm, Mode mode, zcollRequest_t* request) {
+                 zcollComm_t comm, Mode mode, zcollRequest_t* request,
+                 zcollStream_t stream) {
   if (Status s = checkType(datatype); !s) return s;
   CommRef ref;
   if (Status s = ref.acquire(comm); !s) return s;
@@ -145,11 +178,12 @@ Status broadcast(const void* sendbuff, void* recvbuff, size_t count, zcollDataTy
   c.needSend = ref->rank() == root;
   OpArgs a{Collective::Broadcast, sendbuff, recvbuff, count, static_cast<DataType>(datatype)};
   a.root = root;
-  return launch(ref, comm, a, c, "count", mode, request);
+  return launch(ref, comm, a, c, "count", mode, request, stream);
 }
 
 Status reduce(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype, zcollRedOp_t op, int root,
-              zcollComm_t comm, Mode mode, zcollRequest_t* request) {
+              zcollComm_t comm, Mode mode, zcollRequest_t* request,
+                 zcollStream_t stream) {
   if (Status s = checkType(datatype); !s) return s;
   if (Status s = checkOp(op); !s) return s;
   CommRef ref;
@@ -160,12 +194,12 @@ Status reduce(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_
   c.needRecv = ref->rank() == root;
   OpArgs a{Collective::Reduce, sendbuff, recvbuff, count, static_cast<DataType>(datatype), static_cast<RedOp>(op)};
   a.root = root;
-  return launch(ref, comm, a, c, "count", mode, request);
+  return launch(ref, comm, a, c, "count", mode, request, stream);
 }
 
 // Gather (toRoot) and scatter: count elements per rank, nranks * count at the root.
 Status rooted(Collective coll, const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype, int root,
-              zcollComm_t comm) {
+              zcollComm_t comm, zcollStream_t stream) {
   if (Status s = checkType(datatype); !s) return s;
   CommRef ref;
   if (Status s = ref.acquire(comm); !s) return s;
@@ -189,10 +223,11 @@ Status rooted(Collective coll, const void* sendbuff, void* recvbuff, size_t coun
   }
   OpArgs a{coll, sendbuff, recvbuff, count, static_cast<DataType>(datatype)};
   a.root = root;
-  return launch(ref, comm, a, c, "count", Mode::Blocking, nullptr);
+  return launch(ref, comm, a, c, "count", Mode::Blocking, nullptr, stream);
 }
 
-Status allToAll(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype, zcollComm_t comm) {
+Status allToAll(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype, zcollComm_t comm,
+                zcollStream_t stream) {
   if (Status s = checkType(datatype); !s) return s;
   CommRef ref;
   if (Status s = ref.acquire(comm); !s) return s;
@@ -202,10 +237,11 @@ Status allToAll(const void* sendbuff, void* recvbuff, size_t count, zcollDataTyp
   c.recvElems = c.sendElems;
   c.allowInPlace = false;
   OpArgs a{Collective::AllToAll, sendbuff, recvbuff, count, static_cast<DataType>(datatype)};
-  return launch(ref, comm, a, c, "count", Mode::Blocking, nullptr);
+  return launch(ref, comm, a, c, "count", Mode::Blocking, nullptr, stream);
 }
 
-Status sendRecv(bool isSend, const void* buf, size_t count, zcollDataType_t datatype, int peer, zcollComm_t comm) {
+Status sendRecv(bool isSend, const void* buf, size_t count, zcollDataType_t datatype, int peer, zcollComm_t comm,
+                zcollStream_t stream) {
   if (Status s = checkType(datatype); !s) return s;
   CommRef ref;
   if (Status s = ref.acquire(comm); !s) return s;
@@ -217,7 +253,7 @@ Status sendRecv(bool isSend, const void* buf, size_t count, zcollDataType_t data
   P2PItem item{isSend, peer, const_cast<void*>(buf), count * dataTypeSize(static_cast<DataType>(datatype))};
   OpArgs a{Collective::SendRecv, buf, nullptr, count, static_cast<DataType>(datatype)};
   a.root = peer;
-  return launch(ref, comm, a, c, "count", Mode::Blocking, nullptr, &item);
+  return launch(ref, comm, a, c, "count", Mode::Blocking, nullptr, stream, &item);
 }
 
 }  // namespace
@@ -230,90 +266,79 @@ extern "C" {
 zcollResult_t zcollAllReduce(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype,
                              zcollRedOp_t op, zcollComm_t comm, zcollStream_t stream) {
   return apiCall("zcollAllReduce", [&] {
-    if (Status s = checkStream(stream); !s) return s;
-    return allReduce(sendbuff, recvbuff, count, datatype, op, comm, Mode::Blocking, nullptr);
+    return allReduce(sendbuff, recvbuff, count, datatype, op, comm, Mode::Blocking, nullptr, stream);
   });
 }
 
 zcollResult_t zcollAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, zcollDataType_t datatype,
                              zcollComm_t comm, zcollStream_t stream) {
   return apiCall("zcollAllGather", [&] {
-    if (Status s = checkStream(stream); !s) return s;
-    return allGather(sendbuff, recvbuff, sendcount, datatype, comm, Mode::Blocking, nullptr);
+    return allGather(sendbuff, recvbuff, sendcount, datatype, comm, Mode::Blocking, nullptr, stream);
   });
 }
 
 zcollResult_t zcollReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, zcollDataType_t datatype,
                                  zcollRedOp_t op, zcollComm_t comm, zcollStream_t stream) {
   return apiCall("zcollReduceScatter", [&] {
-    if (Status s = checkStream(stream); !s) return s;
-    return reduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, Mode::Blocking, nullptr);
+    return reduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, Mode::Blocking, nullptr, stream);
   });
 }
 
 zcollResult_t zcollBroadcast(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype, int root,
                              zcollComm_t comm, zcollStream_t stream) {
   return apiCall("zcollBroadcast", [&] {
-    if (Status s = checkStream(stream); !s) return s;
-    return broadcast(sendbuff, recvbuff, count, datatype, root, comm, Mode::Blocking, nullptr);
+    return broadcast(sendbuff, recvbuff, count, datatype, root, comm, Mode::Blocking, nullptr, stream);
   });
 }
 
 zcollResult_t zcollReduce(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype,
                           zcollRedOp_t op, int root, zcollComm_t comm, zcollStream_t stream) {
   return apiCall("zcollReduce", [&] {
-    if (Status s = checkStream(stream); !s) return s;
-    return reduce(sendbuff, recvbuff, count, datatype, op, root, comm, Mode::Blocking, nullptr);
+    return reduce(sendbuff, recvbuff, count, datatype, op, root, comm, Mode::Blocking, nullptr, stream);
   });
 }
 
 zcollResult_t zcollGather(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype, int root,
                           zcollComm_t comm, zcollStream_t stream) {
   return apiCall("zcollGather", [&] {
-    if (Status s = checkStream(stream); !s) return s;
-    return rooted(Collective::Gather, sendbuff, recvbuff, count, datatype, root, comm);
+    return rooted(Collective::Gather, sendbuff, recvbuff, count, datatype, root, comm, stream);
   });
 }
 
 zcollResult_t zcollScatter(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype, int root,
                            zcollComm_t comm, zcollStream_t stream) {
   return apiCall("zcollScatter", [&] {
-    if (Status s = checkStream(stream); !s) return s;
-    return rooted(Collective::Scatter, sendbuff, recvbuff, count, datatype, root, comm);
+    return rooted(Collective::Scatter, sendbuff, recvbuff, count, datatype, root, comm, stream);
   });
 }
 
 zcollResult_t zcollAlltoAll(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype,
                             zcollComm_t comm, zcollStream_t stream) {
   return apiCall("zcollAlltoAll", [&] {
-    if (Status s = checkStream(stream); !s) return s;
-    return allToAll(sendbuff, recvbuff, count, datatype, comm);
+    return allToAll(sendbuff, recvbuff, count, datatype, comm, stream);
   });
 }
 
 zcollResult_t zcollBarrier(zcollComm_t comm, zcollStream_t stream) {
   return apiCall("zcollBarrier", [&] {
-    if (Status s = checkStream(stream); !s) return s;
     CommRef ref;
     if (Status s = ref.acquire(comm); !s) return s;
     OpArgs a{Collective::Barrier, nullptr, nullptr, 0, DataType::Uint8};
-    return launch(ref, comm, a, Call{}, "count", Mode::Blocking, nullptr);
+    return launch(ref, comm, a, Call{}, "count", Mode::Blocking, nullptr, stream);
   });
 }
 
 zcollResult_t zcollSend(const void* sendbuff, size_t count, zcollDataType_t datatype, int peer, zcollComm_t comm,
                         zcollStream_t stream) {
   return apiCall("zcollSend", [&] {
-    if (Status s = checkStream(stream); !s) return s;
-    return sendRecv(true, sendbuff, count, datatype, peer, comm);
+    return sendRecv(true, sendbuff, count, datatype, peer, comm, stream);
   });
 }
 
 zcollResult_t zcollRecv(void* recvbuff, size_t count, zcollDataType_t datatype, int peer, zcollComm_t comm,
                         zcollStream_t stream) {
   return apiCall("zcollRecv", [&] {
-    if (Status s = checkStream(stream); !s) return s;
-    return sendRecv(false, recvbuff, count, datatype, peer, comm);
+    return sendRecv(false, recvbuff, count, datatype, peer, comm, stream);
   });
 }
 
@@ -328,33 +353,33 @@ zcollResult_t zcollGroupEnd(void) {
 zcollResult_t zcollAllReduceAsync(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype,
                                   zcollRedOp_t op, zcollComm_t comm, zcollRequest_t* request) {
   return apiCall("zcollAllReduceAsync",
-                 [&] { return allReduce(sendbuff, recvbuff, count, datatype, op, comm, Mode::Async, request); });
+                 [&] { return allReduce(sendbuff, recvbuff, count, datatype, op, comm, Mode::Async, request, nullptr); });
 }
 
 zcollResult_t zcollAllGatherAsync(const void* sendbuff, void* recvbuff, size_t sendcount, zcollDataType_t datatype,
                                   zcollComm_t comm, zcollRequest_t* request) {
   return apiCall("zcollAllGatherAsync",
-                 [&] { return allGather(sendbuff, recvbuff, sendcount, datatype, comm, Mode::Async, request); });
+                 [&] { return allGather(sendbuff, recvbuff, sendcount, datatype, comm, Mode::Async, request, nullptr); });
 }
 
 zcollResult_t zcollReduceScatterAsync(const void* sendbuff, void* recvbuff, size_t recvcount,
                                       zcollDataType_t datatype, zcollRedOp_t op, zcollComm_t comm,
                                       zcollRequest_t* request) {
   return apiCall("zcollReduceScatterAsync", [&] {
-    return reduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, Mode::Async, request);
+    return reduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, Mode::Async, request, nullptr);
   });
 }
 
 zcollResult_t zcollBroadcastAsync(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype,
                                   int root, zcollComm_t comm, zcollRequest_t* request) {
   return apiCall("zcollBroadcastAsync",
-                 [&] { return broadcast(sendbuff, recvbuff, count, datatype, root, comm, Mode::Async, request); });
+                 [&] { return broadcast(sendbuff, recvbuff, count, datatype, root, comm, Mode::Async, request, nullptr); });
 }
 
 zcollResult_t zcollReduceAsync(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype,
                                zcollRedOp_t op, int root, zcollComm_t comm, zcollRequest_t* request) {
   return apiCall("zcollReduceAsync",
-                 [&] { return reduce(sendbuff, recvbuff, count, datatype, op, root, comm, Mode::Async, request); });
+                 [&] { return reduce(sendbuff, recvbuff, count, datatype, op, root, comm, Mode::Async, request, nullptr); });
 }
 
 zcollResult_t zcollTest(zcollRequest_t request, int* done) {

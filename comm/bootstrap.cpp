@@ -1,6 +1,8 @@
 // bootstrap.cpp - the rank side of the bootstrap: rendezvous, ring, allGather, barrier.
 #include "comm/bootstrap.hpp"
 
+#include "comm/device.hpp"
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -64,6 +66,7 @@ Status Bootstrap::rendezvous(const UniqueIdFields& id) {
   h.info.rank = rank_;
   h.info.pid = getpid();
   h.info.hostHash = localHostHash();
+  h.info.device = deviceRuntime() ? 1 : 0;
   h.info.listen = bound;
   gethostname(h.info.hostname, sizeof h.info.hostname - 1);
   if (Status s = sendAll(root.get(), &h, sizeof h, deadline, abort_); !s)

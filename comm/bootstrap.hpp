@@ -29,6 +29,7 @@ struct PeerInfo {
   uint64_t hostHash = 0;  // equal <=> same host, network and IPC namespace (shared memory possible)
   SockAddr listen;        // this rank's bootstrap listening address
   char hostname[64] = {};
+  uint8_t device = 0;     // 1: this process has a device runtime (comm/device.hpp)
 };
 
 // This process's host identity: boot id, hostname and the net/ipc namespaces.

@@ -19,6 +19,7 @@ zcollResult_t toResult(StatusCode code) {
     case StatusCode::Aborted: return zcollAborted;
     case StatusCode::System: return zcollSystemError;
     case StatusCode::Internal: return zcollInternalError;
+    case StatusCode::Device: return zcollUnhandledCudaError;
   }
   return zcollInternalError;
 }

@@ -83,7 +83,7 @@ Status Communicator::calibrate() {
   }
 
   constexpr size_t kMaxFloats = kCalibrationBytes[kCalibrationPoints - 1] / sizeof(float);
-  Scratch probe;  // its own memory: the algorithms may use scratch_
+  HostScratch probe;  // its own memory: the algorithms may use scratch_
   auto* buf = static_cast<float*>(probe.get(2 * kMaxFloats * sizeof(float)));
   if (!buf) return systemError("calibration buffers", ENOMEM);
   std::vector<const Algorithm*> algos;

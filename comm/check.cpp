@@ -70,8 +70,8 @@ Status Communicator::checkSignature(const OpArgs& op) {
   const Signature mine = signatureOf(op, rank_);
   std::memcpy(all + static_cast<size_t>(rank_) * bytes, &mine, bytes);
 
-  Waiter waiter = newWaiter();
-  AlgoContext ctx = context(&waiter);
+  Waiter waiter = newWaiter(transport_.get());
+  AlgoContext ctx = context(&waiter, transport_.get());
   OpArgs carrier{op.coll, nullptr, nullptr, bytes, DataType::Uint8};
   carrier.seq = op.seq;
   Primitives prims(carrier, ctx, "ZCOLL_CHECK");

@@ -4,6 +4,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,9 @@
 #include "transport/wait.hpp"
 #ifdef ZCOLL_HAVE_SHM
 #include "transport/shm/shm_transport.hpp"
+#endif
+#ifdef ZCOLL_HAVE_CUDA_IPC
+#include "transport/cuda_ipc/cuda_ipc_transport.hpp"
 #endif
 #ifdef ZCOLL_HAVE_TCP
 #include "transport/tcp/tcp_transport.hpp"
@@ -98,6 +102,7 @@ Status Communicator::create(const UniqueIdFields& id, int nranks, int rank, cons
   if (!c->transport_)
     return notSupported("ZCOLL_TRANSPORTS='{}': none of these transports is built and usable here (built: {})",
                         config.transports, builtTransports());
+  if (Status s = c->setupDevice(oneHost); !s) return std::move(s).withContext(fmt::format("rank {}: device setup", rank));
   if (config.calibrate)
     if (Status s = c->calibrate(); !s) return std::move(s).withContext(fmt::format("rank {}: calibration", rank));
   // After the calibration: the trace shows the user's operations only.
@@ -128,7 +133,9 @@ Communicator::~Communicator() {
   }
   workCv_.notify_all();
   if (transport_) transport_->wake();
+  if (deviceTransport_) deviceTransport_->wake();
   if (worker_.joinable()) worker_.join();
+  teardownDevice();
   if (tracer_)
     if (Status s = tracer_->write(); !s) ZCOLL_WARN(Coll, rank_, "{}", s.message());
 }
@@ -161,18 +168,18 @@ Status Communicator::execute(const OpArgs& op) {
   return execute(op, *algo);
 }
 
-Waiter Communicator::newWaiter() {
-  return Waiter(transport_.get(), WaitPolicy{config_.spinNs, config_.yieldNs}, Deadline::afterMs(config_.timeoutMs),
+Waiter Communicator::newWaiter(Transport* transport) {
+  return Waiter(transport, WaitPolicy{config_.spinNs, config_.yieldNs}, Deadline::afterMs(config_.timeoutMs),
                 &abort_);
 }
 
-AlgoContext Communicator::context(Waiter* waiter) {
+AlgoContext Communicator::context(Waiter* waiter, Transport* transport) {
   AlgoContext ctx;
   ctx.rank = rank_;
   ctx.nranks = nranks_;
-  ctx.transport = transport_.get();
+  ctx.transport = transport;
   ctx.waiter = waiter;
-  ctx.chunkBytes = std::min<size_t>(static_cast<size_t>(config_.chunkBytes), transport_->chunkCapacity());
+  ctx.chunkBytes = std::min<size_t>(static_cast<size_t>(config_.chunkBytes), transport->chunkCapacity());
   ctx.scratch = &scratch_;
   ctx.tracer = tracer_.get();
   return ctx;
@@ -180,12 +187,35 @@ AlgoContext Communicator::context(Waiter* waiter) {
 
 Status Communicator::execute(const OpArgs& op, const Algorithm& algoRef) {
   const Algorithm* algo = &algoRef;
-  Waiter waiter = newWaiter();
-  AlgoContext ctx = context(&waiter);
+  // Device buffers: the device transport (cuda_ipc) when there is one, else the host transport's
+  // slots (registered with the runtime at creation), and the device executor.
+  Transport* transport = transport_.get();
+  std::optional<DeviceExecutor> dev;
+  if (op.device) {
+    if (deviceTransport_) {
+      transport = deviceTransport_.get();
+    } else if (!hostSlotsForDevice_) {
+      return notSupported("{} #{}: device buffers over the {} transport need its slots registered with the device "
+                          "runtime, which failed at creation (see the warning then)",
+                          collectiveName(op.coll), op.seq, transport_->name());
+    }
+    dev.emplace(device_, deviceStream_, WaitPolicy{config_.spinNs, config_.yieldNs}, &abort_);
+  }
+  Waiter waiter = newWaiter(transport);
+  AlgoContext ctx = context(&waiter, transport);
+  if (dev) {
+    ctx.device = &*dev;
+    ctx.scratch = &deviceScratch_;
+  }
   ZCOLL_TRACE(Coll, rank_, "{} #{} ({}): count {} {} {} root {}", collectiveName(op.coll), op.seq, algo->name(),
               op.count, dataTypeName(op.dtype), redOpName(op.op), op.root);
   const int64_t t0 = tracer_ ? nowNs() : 0;
   Status s = algo->run(op, ctx);
+  if (dev) {
+    // Whatever happened, the device work queued for this op ends before the op does.
+    Status d = dev->sync(waiter.deadline());
+    if (s && !d) s = std::move(d).withContext(fmt::format("{} #{} ({})", collectiveName(op.coll), op.seq, algo->name()));
+  }
   if (tracer_) tracer_->op(op.coll, op.seq, algo->name(), op.count, op.dtype, t0, nowNs(), s.isOk());
   if (!s && s.code() != StatusCode::InvalidUsage) recordFailure(s);
   return s;
@@ -239,6 +269,8 @@ Status Communicator::submit(const OpArgs& opIn, Request** out) {
 }
 
 void Communicator::workerLoop() {
+  if (device_)
+    if (Status s = device_->setDevice(deviceId_); !s) ZCOLL_WARN(Coll, rank_, "progress thread: {}", s.message());
   std::unique_lock lock(mutex_);
   for (;;) {
     workCv_.wait(lock, [this] { return stopWorker_ || !queue_.empty(); });
@@ -246,12 +278,91 @@ void Communicator::workerLoop() {
     Request* req = queue_.front();
     queue_.pop_front();
     lock.unlock();
-    req->result = execute(req->op);
+    if (req->deviceIndex) {
+      Status ready = awaitReady(req);
+      if (!ready) recordFailure(ready);
+      req->result = ready ? execute(req->op) : std::move(ready);
+      // Failed or not, the caller's stream goes on (as NCCL's): the error is the communicator's.
+      std::atomic_ref<uint64_t>(*deviceDone_).store(req->deviceIndex, std::memory_order_release);
+      if (req->detached && !req->result && asyncError() == StatusCode::Ok) recordFailure(req->result);
+    } else {
+      req->result = execute(req->op);
+    }
+    if (req->detached) {
+      lock.lock();
+      releaseRequest(req);
+      pending_.fetch_sub(1);
+      continue;
+    }
     req->done.store(1, std::memory_order_release);
     req->done.notify_all();
     pending_.fetch_sub(1);
     lock.lock();
   }
+}
+
+Status Communicator::submitDevice(const OpArgs& opIn, DevStream stream, Request** out) {
+  std::lock_guard lock(mutex_);
+  if (!worker_.joinable()) {
+    try {
+      worker_ = std::thread([this] { workerLoop(); });
+    } catch (const std::system_error& e) {
+      return systemError("starting the progress thread", e.code().value());
+    }
+  }
+  Request* req = acquireRequest();
+  auto fail = [&](Status s, const char* what) {
+    releaseRequest(req);
+    return std::move(s).withContext(fmt::format("{}: {}", collectiveName(opIn.coll), what));
+  };
+  if (!req->ready)
+    if (Status s = device_->eventCreate(&req->ready); !s) return fail(std::move(s), "creating an event");
+  if (Status s = device_->eventRecord(req->ready, stream); !s) return fail(std::move(s), "recording on the stream");
+  const uint64_t index = deviceIssued_ + 1;
+  if (Status s = device_->streamWaitFlag(stream, deviceDone_, index); !s)
+    return fail(std::move(s), "making the stream wait for the operation");
+  deviceIssued_ = index;
+  // Mark the stream's last wait, so that destroy knows when the counter is no longer read.
+  auto mark = std::find_if(streamMarks_.begin(), streamMarks_.end(), [&](const auto& m) { return m.first == stream; });
+  if (mark == streamMarks_.end()) {
+    DevEvent e = nullptr;
+    if (device_->eventCreate(&e)) mark = streamMarks_.insert(streamMarks_.end(), {stream, e});
+  }
+  if (mark != streamMarks_.end())
+    if (Status s = device_->eventRecord(mark->second, stream); !s)
+      ZCOLL_WARN(Coll, rank_, "recording the stream's mark: {}", s.message());
+  req->op = opIn;
+  req->op.seq = opIn.coll == Collective::SendRecv ? p2pSeq_++ : collSeq_++;
+  if (opIn.coll == Collective::SendRecv) {
+    req->items.assign(opIn.items, opIn.items + opIn.nitems);
+    req->op.items = req->items.data();
+  }
+  req->deviceIndex = index;
+  req->detached = out == nullptr;
+  queue_.push_back(req);
+  pending_.fetch_add(1);
+  workCv_.notify_one();
+  if (out) *out = req;
+  return Status::ok();
+}
+
+Status Communicator::awaitReady(Request* req) {
+  Status failure;
+  Waiter waiter(nullptr, WaitPolicy{config_.spinNs, config_.yieldNs}, Deadline::afterMs(config_.timeoutMs), &abort_);
+  const WaitResult r = waiter.until(
+      [&] {
+        bool done = false;
+        Status s = device_->eventQuery(req->ready, &done);
+        if (!s) failure = std::move(s);
+        return done || !failure;
+      },
+      [] { return -1; });
+  const std::string what = fmt::format("{} #{}", collectiveName(req->op.coll), req->op.seq);
+  if (!failure) return std::move(failure).withContext(what + ": the work before it on its stream");
+  if (r == WaitResult::Aborted) return Status(StatusCode::Aborted, what + ": communicator aborted");
+  if (r == WaitResult::Timeout)
+    return timeoutError("{}: the work queued before it on its stream did not finish within the timeout", what);
+  return Status::ok();
 }
 
 Status Communicator::wait(Request* req) {
@@ -282,6 +393,8 @@ Request* Communicator::acquireRequest() {
   r->done.store(0);
   r->result = Status::ok();
   r->items.clear();
+  r->deviceIndex = 0;
+  r->detached = false;
   return r;
 }
 
@@ -293,6 +406,7 @@ void Communicator::releaseRequest(Request* req) {
 void Communicator::abort() {
   abort_.store(true);
   if (transport_) transport_->wake();
+  if (deviceTransport_) deviceTransport_->wake();
   workCv_.notify_all();
 }
 

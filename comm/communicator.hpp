@@ -20,9 +20,11 @@
 #include <vector>
 
 #include "algorithms/algorithm.hpp"
+#include "algorithms/device_executor.hpp"
 #include "algorithms/registry.hpp"
 #include "comm/bootstrap.hpp"
 #include "comm/config.hpp"
+#include "comm/device.hpp"
 #include "transport/transport.hpp"
 #include "transport/wait.hpp"
 
@@ -40,6 +42,11 @@ struct Request {
   std::vector<P2PItem> items;  // SendRecv batches keep their transfers here
   Status result;
   std::atomic<uint32_t> done{0};
+  // Device operations: recorded on the caller's stream at submission; the op starts once it has
+  // completed. Created once per pooled request.
+  DevEvent ready = nullptr;
+  uint64_t deviceIndex = 0;  // the communicator's device-op counter value this op writes when done
+  bool detached = false;     // no one waits: the worker releases it (stream-ordered calls)
 };
 
 class Communicator {
@@ -56,6 +63,15 @@ class Communicator {
   Status call(const OpArgs& op);
   // Queues op on the progress thread; *out completes later. items are copied.
   Status submit(const OpArgs& op, Request** out);
+  // A device operation (op.device): ordered on `stream` like NCCL's - it starts after the work queued
+  // on the stream before it, later work on the stream waits for it, and the caller does not block.
+  // out == nullptr: nothing to wait for (failures surface as the communicator's async error);
+  // else a request as submit()'s.
+  Status submitDevice(const OpArgs& op, DevStream stream, Request** out);
+  // The device runtime this communicator serves device buffers with, or nullptr.
+  DeviceRuntime* device() const { return device_; }
+  // The transport device operations use (cuda_ipc, or the host transport's slots), for zcoll-info.
+  std::string_view deviceTransportName() const;
   // Completion of a submitted request; both release it once done.
   Status wait(Request* req);
   bool test(Request* req, Status* result);
@@ -81,8 +97,13 @@ class Communicator {
   Status calibrate();
   // ZCOLL_CHECK: all-gathers op's signature and compares (collective; comm/check.cpp).
   Status checkSignature(const OpArgs& op);
-  Waiter newWaiter();
-  AlgoContext context(Waiter* waiter);
+  Waiter newWaiter(Transport* transport);
+  AlgoContext context(Waiter* waiter, Transport* transport);
+  // Device state at creation (stream, completion flag, slot registration, cuda_ipc) and its end.
+  Status setupDevice(bool oneHost);
+  void teardownDevice();
+  // Waits until the work before a device op on its stream has run.
+  Status awaitReady(Request* req);
   Request* acquireRequest();
   void releaseRequest(Request* req);
   void workerLoop();
@@ -93,7 +114,21 @@ class Communicator {
   Config config_;
   std::unique_ptr<Bootstrap> bootstrap_;
   std::unique_ptr<Transport> transport_;
-  Scratch scratch_;
+  HostScratch scratch_;
+  // Device buffers (when the process has a device runtime): the device this communicator was made
+  // on, its stream for copies and kernels, the cuda_ipc transport when all ranks share this host, the
+  // host-mapped counter of completed device ops that callers' streams wait on, and per caller stream
+  // an event marking its last wait (destroy waits for those before freeing the counter).
+  DeviceRuntime* device_ = nullptr;
+  int deviceId_ = 0;
+  DevStream deviceStream_ = nullptr;
+  std::unique_ptr<Transport> deviceTransport_;
+  DeviceScratch deviceScratch_;
+  uint64_t* deviceDone_ = nullptr;
+  uint64_t deviceIssued_ = 0;  // guarded by mutex_
+  std::vector<std::pair<DevStream, DevEvent>> streamMarks_;  // guarded by mutex_
+  std::vector<void*> registered_;
+  bool hostSlotsForDevice_ = false;  // the host transport's slots are registered (device ops may use them)
   std::unique_ptr<Tracer> tracer_;  // ZCOLL_TRACE
   AlgorithmSelector selector_;
   std::vector<char> signatures_;  // ZCOLL_CHECK's all-gather buffer, sized once

@@ -78,6 +78,8 @@ const std::vector<ConfigVariable>& configVariables() {
       {"ZCOLL_TRANSPORTS", "(automatic)", "transports to use, in order of preference, comma-separated (shm, tcp, ucx)",
        [](const Config& c, L) { return orText(c.transports, "(automatic)"); },
        [](A a) { return a.transports != nullptr; }},
+      {"ZCOLL_DEVICE", "auto", "device runtime for CUDA buffers: auto (CUDA where built and a GPU is present), cuda, emulated (host emulation, for tests), none",
+       [](const Config&, L) { return readDeviceSetting(); }, nullptr},
       {"ZCOLL_SOCKET_IFNAME", "(loopback)", "network interface of the bootstrap sockets",
        [](const Config& c, L) { return orText(c.socketIfname, "(loopback)"); }, nullptr},
       {"ZCOLL_BOOTSTRAP_SECRET", "(derived)", "32 hex digits: the rendezvous secret for env launch",
@@ -175,6 +177,8 @@ Status buildConfig(const zcollConfig_t* api, Config* out) {
     c.calibrationDir = std::string(home) + "/.cache/zcoll";
   }
   envString("ZCOLL_TRANSPORTS", &c.transports);
+  if (const char* v = env("ZCOLL_DEVICE"); v && readDeviceSetting() != v)
+    return invalidArgument("environment variable ZCOLL_DEVICE='{}': expected auto, cuda, emulated or none", v);
   envString("ZCOLL_SOCKET_IFNAME", &c.socketIfname);
   envString("ZCOLL_BOOTSTRAP_SECRET", &c.bootstrapSecret);
   envString("ZCOLL_TRACE", &c.tracePath);
@@ -182,6 +186,14 @@ Status buildConfig(const zcollConfig_t* api, Config* out) {
   if (c.chunkBytes > kMaxChunk) return invalidArgument("chunk size {} is above 1 GiB", c.chunkBytes);
   *out = std::move(c);
   return Status::ok();
+}
+
+std::string readDeviceSetting() {
+  const char* v = env("ZCOLL_DEVICE");
+  if (!v) return "auto";
+  for (const char* known : {"auto", "cuda", "emulated", "none"})
+    if (std::string_view(v) == known) return known;
+  return "auto";
 }
 
 LogSettings readLogSettings() {

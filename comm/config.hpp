@@ -60,6 +60,10 @@ Status buildConfig(const zcollConfig_t* api, Config* out);
 
 LogSettings readLogSettings();
 
+// ZCOLL_DEVICE (process-wide): "auto", "cuda", "emulated" or "none" ("auto" when unset or unknown;
+// buildConfig rejects an unknown value).
+std::string readDeviceSetting();
+
 // The effective value of every variable of configVariables() and where it came from ("default",
 // "API" - a zcollConfig_t field - or "environment"), for zcoll-info. Fails as buildConfig does.
 struct ConfigValue {

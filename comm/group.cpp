@@ -12,6 +12,7 @@ struct Entry {
   zcollComm_t comm;
   OpArgs op;
   P2PItem item;
+  zcollStream_t stream;
 };
 
 // One communicator's run of calls: collectives as they are, consecutive send/recv as one batch.
@@ -19,6 +20,7 @@ struct Batch {
   zcollComm_t comm;
   OpArgs op;
   size_t firstItem = 0;
+  zcollStream_t stream = nullptr;  // device batches: the stream they are ordered on
 };
 
 struct GroupState {
@@ -41,8 +43,8 @@ Status groupStart() {
   return Status::ok();
 }
 
-Status groupAdd(zcollComm_t comm, const OpArgs& op, const P2PItem* item) {
-  tGroup.entries.push_back(Entry{comm, op, item ? *item : P2PItem{}});
+Status groupAdd(zcollComm_t comm, const OpArgs& op, const P2PItem* item, zcollStream_t stream) {
+  tGroup.entries.push_back(Entry{comm, op, item ? *item : P2PItem{}, stream});
   return Status::ok();
 }
 
@@ -67,14 +69,21 @@ Status groupEnd() {
       if (e.comm != c) continue;
       if (e.op.coll == Collective::SendRecv) {
         if (batches.empty() || batches.back().comm != c || batches.back().op.coll != Collective::SendRecv) {
-          Batch b{c, e.op, g.items.size()};
+          Batch b{c, e.op, g.items.size(), e.stream};
           b.op.nitems = 0;
           batches.push_back(b);
         }
+        Batch& b = batches.back();
+        if (e.op.device && b.op.device && e.stream != b.stream) {
+          g.entries.clear();
+          return invalidUsage("send/recv of one group on one communicator with device buffers must use one stream");
+        }
+        if (e.op.device && !b.op.device) b.stream = e.stream;
+        b.op.device = b.op.device || e.op.device;  // a batch with any device buffer runs as a device op
         g.items.push_back(e.item);
-        batches.back().op.nitems++;
+        b.op.nitems++;
       } else {
-        batches.push_back(Batch{c, e.op, 0});
+        batches.push_back(Batch{c, e.op, 0, e.stream});
       }
     }
   }
@@ -90,7 +99,7 @@ Status groupEnd() {
     CommRef ref;
     if (Status s = ref.acquire(comms[0]); !s) return s;
     for (Batch& b : batches) {
-      Status s = ref->call(b.op);
+      Status s = b.op.device ? ref->submitDevice(b.op, b.stream, nullptr) : ref->call(b.op);
       if (!s) return s;
     }
     return Status::ok();
@@ -102,6 +111,10 @@ Status groupEnd() {
   std::vector<std::pair<Communicator*, Request*>> reqs;
   for (Batch& b : batches) {
     Communicator* c = b.comm->impl.get();
+    if (b.op.device) {  // stream-ordered: nothing to wait for here
+      keep(c->submitDevice(b.op, b.stream, nullptr));
+      continue;
+    }
     Request* r = nullptr;
     Status s = c->submit(b.op, &r);
     if (s) reqs.emplace_back(c, r);

@@ -15,6 +15,6 @@ bool groupActive();
 Status groupStart();
 Status groupEnd();
 // Queues a validated call; for SendRecv, `item` is the one transfer.
-Status groupAdd(zcollComm_t comm, const OpArgs& op, const P2PItem* item);
+Status groupAdd(zcollComm_t comm, const OpArgs& op, const P2PItem* item, zcollStream_t stream);
 
 }  // namespace zcoll

@@ -16,6 +16,7 @@ std::string_view statusCodeName(StatusCode code) {
     case StatusCode::Aborted: return "aborted";
     case StatusCode::System: return "system error";
     case StatusCode::Internal: return "internal error";
+    case StatusCode::Device: return "device (CUDA) error";
   }
   return "unknown";
 }

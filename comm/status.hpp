@@ -24,6 +24,7 @@ enum class StatusCode {
   Aborted,
   System,
   Internal,
+  Device,  // a CUDA (or emulated device) call failed; the message has the runtime's error
 };
 
 std::string_view statusCodeName(StatusCode code);
@@ -74,6 +75,10 @@ Status timeoutError(fmt::format_string<Args...> f, Args&&... args) {
 template <typename... Args>
 Status remoteError(fmt::format_string<Args...> f, Args&&... args) {
   return makeStatus(StatusCode::RemoteError, f, std::forward<Args>(args)...);
+}
+template <typename... Args>
+Status deviceError(fmt::format_string<Args...> f, Args&&... args) {
+  return makeStatus(StatusCode::Device, f, std::forward<Args>(args)...);
 }
 template <typename... Args>
 Status internalError(fmt::format_string<Args...> f, Args&&... args) {

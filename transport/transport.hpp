@@ -13,7 +13,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string_view>
+
+#include "comm/device.hpp"
 
 namespace zcoll {
 
@@ -55,6 +58,12 @@ class Transport {
     (void)peer;
     return false;
   }
+
+  // Where the slots live: host memory (shm, tcp, ucx) or device memory (cuda_ipc).
+  virtual MemKind slotMemory() const { return MemKind::Host; }
+  // Calls fn on every memory range that holds slots (send and receive), so that a device runtime can
+  // register them and device work reads and writes slots in place.
+  virtual void forEachSlotRegion(const std::function<void(void* base, size_t bytes)>& fn) { (void)fn; }
 };
 
 }  // namespace zcoll

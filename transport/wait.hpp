@@ -7,6 +7,7 @@
 #pragma once
 
 #include <sched.h>
+#include <time.h>
 
 #include <algorithm>
 #include <atomic>
@@ -31,6 +32,8 @@ struct WaitPolicy {
   int64_t yieldNs = 50'000;
 };
 
+// transport may be null for a wait nothing rings a doorbell for (device work): it then sleeps in
+// 20 us steps.
 class Waiter {
  public:
   Waiter(Transport* transport, WaitPolicy policy, Deadline deadline, const std::atomic<bool>* abort)
@@ -63,6 +66,15 @@ class Waiter {
       if (waited < policy_.spinNs + policy_.yieldNs) {
         sched_yield();
         if (ready()) return WaitResult::Ready;
+        continue;
+      }
+      if (!transport_) {  // nothing rings for us (device work): short sleeps
+        timespec ts{0, 20'000};
+        nanosleep(&ts, nullptr);
+        if (ready()) return WaitResult::Ready;
+        now = nowNs();
+        if (abort_->load(std::memory_order_relaxed)) return WaitResult::Aborted;
+        if (now >= deadline_.ns()) return WaitResult::Timeout;
         continue;
       }
       uint32_t token = transport_->prepareSleep();

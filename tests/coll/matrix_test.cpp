@@ -2,11 +2,18 @@
 // x in-place/out-of-place x count class x rank count, checked element by element against the tests'
 // own reference (typed.hpp). A 256-byte chunk and 2-slot FIFOs force the multi-chunk and FIFO-full
 // paths. Each algorithm is forced through the config; cases it declares unsupported are skipped.
+//
+// With ZCOLL_DEVICE=emulated and ZCOLL_TEST_DEVICE_BUFFERS=1 the buffers are the emulated device's
+// memory and every call is ordered on the rank's stream (the device path: executor, stream waits,
+// cuda_ipc or registered host slots); the check runs after the stream has drained.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "algorithms/registry.hpp"
+#include "comm/device_emulated.hpp"
 #include "tests/common/rank_pool.hpp"
 #include "tests/common/typed.hpp"
 
@@ -53,6 +60,50 @@ std::string describe(const Case& k, int nranks) {
          " root=" + std::to_string(k.root) + " nranks=" + std::to_string(nranks);
 }
 
+bool deviceBuffers() {
+  static const bool on = [] {
+    const char* v = std::getenv("ZCOLL_TEST_DEVICE_BUFFERS");
+    return v && std::strcmp(v, "1") == 0;
+  }();
+  return on;
+}
+
+// A buffer of the memory the run tests: host (a vector) or emulated device memory, host-readable.
+class Buffer {
+ public:
+  Buffer(size_t bytes, unsigned char fill) : bytes_(bytes) {
+    if (deviceBuffers()) {
+      EXPECT_TRUE(emulatedDevice()->alloc(bytes, &dev_).isOk());
+    } else {
+      host_.resize(bytes);
+    }
+    std::memset(data(), fill, bytes);
+  }
+  ~Buffer() {
+    if (dev_) emulatedDevice()->free(dev_);
+  }
+  unsigned char* data() { return dev_ ? static_cast<unsigned char*>(dev_) : host_.data(); }
+  size_t size() const { return bytes_; }
+  unsigned char operator[](size_t i) { return data()[i]; }
+
+ private:
+  size_t bytes_;
+  void* dev_ = nullptr;
+  std::vector<unsigned char> host_;
+};
+
+// The rank's stream (one per rank thread, as one per GPU process): device runs only.
+zcollStream_t rankStream() {
+  if (!deviceBuffers()) return nullptr;
+  struct Owned {
+    DevStream s = nullptr;
+    Owned() { EXPECT_TRUE(emulatedDevice()->streamCreate(&s).isOk()); }
+    ~Owned() { emulatedDevice()->streamDestroy(s); }
+  };
+  thread_local Owned owned;
+  return owned.s;
+}
+
 // Runs one case on one rank and checks its output.
 void runCase(const Case& k, int rank, int nranks, zcollComm_t comm) {
   const size_t es = typeSize(k.type);
@@ -61,7 +112,8 @@ void runCase(const Case& k, int rank, int nranks, zcollComm_t comm) {
   if (k.coll == Coll::AllGather || k.coll == Coll::Gather || k.coll == Coll::AllToAll) recvElems = n * N;
   if (k.coll == Coll::ReduceScatter || k.coll == Coll::Scatter || k.coll == Coll::AllToAll) sendElems = n * N;
   // One allocation for both buffers so in-place layouts are exact; guard bytes around.
-  std::vector<unsigned char> send(sendElems * es + 64, kPoison), recv(recvElems * es + 64, kPoison);
+  Buffer send(sendElems * es + 64, kPoison), recv(recvElems * es + 64, kPoison);
+  zcollStream_t stream = rankStream();
   void* sbuf = send.data();
   void* rbuf = recv.data();
   const bool reduces = k.coll == Coll::AllReduce || k.coll == Coll::ReduceScatter || k.coll == Coll::Reduce;
@@ -97,16 +149,22 @@ void runCase(const Case& k, int rank, int nranks, zcollComm_t comm) {
 
   zcollResult_t r = zcollSuccess;
   switch (k.coll) {
-    case Coll::AllReduce: r = zcollAllReduce(sbuf, rbuf, n, k.type, k.op, comm, nullptr); break;
-    case Coll::ReduceScatter: r = zcollReduceScatter(sbuf, rbuf, n, k.type, k.op, comm, nullptr); break;
-    case Coll::Reduce: r = zcollReduce(sbuf, rbuf, n, k.type, k.op, k.root, comm, nullptr); break;
-    case Coll::AllGather: r = zcollAllGather(sbuf, rbuf, n, k.type, comm, nullptr); break;
-    case Coll::Broadcast: r = zcollBroadcast(sbuf, rbuf, n, k.type, k.root, comm, nullptr); break;
-    case Coll::Gather: r = zcollGather(sbuf, rbuf, n, k.type, k.root, comm, nullptr); break;
-    case Coll::Scatter: r = zcollScatter(sbuf, rbuf, n, k.type, k.root, comm, nullptr); break;
-    case Coll::AllToAll: r = zcollAlltoAll(sbuf, rbuf, n, k.type, comm, nullptr); break;
+    case Coll::AllReduce: r = zcollAllReduce(sbuf, rbuf, n, k.type, k.op, comm, stream); break;
+    case Coll::ReduceScatter: r = zcollReduceScatter(sbuf, rbuf, n, k.type, k.op, comm, stream); break;
+    case Coll::Reduce: r = zcollReduce(sbuf, rbuf, n, k.type, k.op, k.root, comm, stream); break;
+    case Coll::AllGather: r = zcollAllGather(sbuf, rbuf, n, k.type, comm, stream); break;
+    case Coll::Broadcast: r = zcollBroadcast(sbuf, rbuf, n, k.type, k.root, comm, stream); break;
+    case Coll::Gather: r = zcollGather(sbuf, rbuf, n, k.type, k.root, comm, stream); break;
+    case Coll::Scatter: r = zcollScatter(sbuf, rbuf, n, k.type, k.root, comm, stream); break;
+    case Coll::AllToAll: r = zcollAlltoAll(sbuf, rbuf, n, k.type, comm, stream); break;
   }
   ASSERT_EQ(r, zcollSuccess) << describe(k, nranks) << " rank " << rank << ": " << zcollGetLastError(comm);
+  if (stream) {
+    ASSERT_TRUE(emulatedDevice()->synchronize(stream).isOk());
+    zcollResult_t async = zcollSuccess;
+    ASSERT_EQ(zcollCommGetAsyncError(comm, &async), zcollSuccess);
+    ASSERT_EQ(async, zcollSuccess) << describe(k, nranks) << " rank " << rank << ": " << zcollGetLastError(comm);
+  }
 
   std::vector<unsigned char> expect(recvElems * es + 64, kPoison);
   const unsigned char* out = static_cast<const unsigned char*>(rbuf);

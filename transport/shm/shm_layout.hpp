@@ -2,6 +2,7 @@
 //
 // The segment of rank `owner` holds its header and one inbound FIFO per other rank:
 //   [SegmentHeader: 4 KiB][FifoCtrl x (nranks-1)][page-aligned data: (nranks-1) x slots x slotStride]
+// (the data part in device memory instead for the cuda_ipc transport)
 // The FIFO from sender s sits at index fifoIndex(owner, s). The sender writes into the owner's
 // segment; the owner reads in place. head is written by the sender, tail by the owner; each on its
 // own cache line.
@@ -48,7 +49,12 @@ struct Layout {
   size_t ctrlOffset(int index) const { return kPage + sizeof(FifoCtrl) * static_cast<size_t>(index); }
   size_t dataBase() const { return roundUp(ctrlOffset(nranks - 1), kPage); }
   size_t dataOffset(int index) const { return dataBase() + fifoDataBytes() * static_cast<size_t>(index); }
-  size_t totalBytes() const { return dataOffset(nranks - 1); }
+  // With hostData false (cuda_ipc) the segment ends at dataBase() and the FIFOs' data lives in a
+  // separate device region laid out the same way: FIFO index i at deviceDataOffset(i).
+  bool hostData = true;
+  size_t totalBytes() const { return hostData ? dataOffset(nranks - 1) : dataBase(); }
+  size_t deviceDataOffset(int index) const { return fifoDataBytes() * static_cast<size_t>(index); }
+  size_t deviceDataBytes() const { return deviceDataOffset(nranks - 1); }
 };
 
 static_assert(sizeof(SegmentHeader) <= Layout::kPage);

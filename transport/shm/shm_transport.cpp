@@ -37,7 +37,7 @@ Status mapSegment(int fd, size_t bytes, bool owner, uint8_t** out) {
 }  // namespace
 
 Status ShmTransport::create(Bootstrap& boot, const Config& config, const std::atomic<bool>* abort,
-                            std::unique_ptr<Transport>* out) {
+                            std::unique_ptr<Transport>* out, DeviceRuntime* device) {
   const int rank = boot.rank();
   const int nranks = boot.nranks();
   Deadline deadline = Deadline::afterMs(config.timeoutMs);
@@ -46,6 +46,7 @@ Status ShmTransport::create(Bootstrap& boot, const Config& config, const std::at
   t->layout_.nranks = nranks;
   t->layout_.slots = config.fifoSlots;
   t->layout_.slotBytes = static_cast<size_t>(config.chunkBytes);
+  t->layout_.hostData = device == nullptr;
   t->stride_ = t->layout_.slotStride();
   const size_t bytes = t->layout_.totalBytes();
   t->peers_.resize(static_cast<size_t>(nranks));
@@ -72,6 +73,24 @@ Status ShmTransport::create(Bootstrap& boot, const Config& config, const std::at
   std::vector<Fd> fds;
   if (Status s = exchangeMemfds(boot, others, memfd.get(), deadline, abort, &fds); !s) return s;
   memfd.reset();
+  if (device) {
+    // The data plane: one device region per rank holding its inbound FIFOs' slots, exported as an
+    // fd, sent like the segment, imported by every peer.
+    t->device_ = device;
+    t->deviceData_.assign(static_cast<size_t>(nranks), nullptr);
+    int rawFd = -1;
+    if (Status s = device->allocShareable(t->layout_.deviceDataBytes(), &t->deviceData_[rank], &rawFd,
+                                          &t->deviceMapped_);
+        !s)
+      return std::move(s).withContext("cuda_ipc: allocating the FIFOs' device memory");
+    Fd devFd(rawFd);
+    std::vector<Fd> devFds;
+    if (Status s = exchangeMemfds(boot, others, devFd.get(), deadline, abort, &devFds); !s)
+      return std::move(s).withContext("cuda_ipc: exchanging device memory handles");
+    for (int r : others)
+      if (Status s = device->importShareable(devFds[r].get(), t->deviceMapped_, &t->deviceData_[r]); !s)
+        return std::move(s).withContext(fmt::format("cuda_ipc: mapping rank {}'s device memory", r));
+  }
 
   for (int r : others) {
     Peer& p = t->peers_[r];
@@ -88,9 +107,14 @@ Status ShmTransport::create(Bootstrap& boot, const Config& config, const std::at
     int out = Layout::fifoIndex(r, rank);
     int in = Layout::fifoIndex(rank, r);
     p.outCtrl = reinterpret_cast<FifoCtrl*>(p.segment + t->layout_.ctrlOffset(out));
-    p.outData = p.segment + t->layout_.dataOffset(out);
     p.inCtrl = reinterpret_cast<FifoCtrl*>(t->mine_ + t->layout_.ctrlOffset(in));
-    p.inData = t->mine_ + t->layout_.dataOffset(in);
+    if (device) {
+      p.outData = static_cast<uint8_t*>(t->deviceData_[r]) + t->layout_.deviceDataOffset(out);
+      p.inData = static_cast<uint8_t*>(t->deviceData_[rank]) + t->layout_.deviceDataOffset(in);
+    } else {
+      p.outData = p.segment + t->layout_.dataOffset(out);
+      p.inData = t->mine_ + t->layout_.dataOffset(in);
+    }
   }
   // Watch the peers in other processes, to fail fast when one dies (Linux >= 5.3; else the timeout).
   for (int r : others) {
@@ -104,8 +128,9 @@ Status ShmTransport::create(Bootstrap& boot, const Config& config, const std::at
   // Nobody may write into a FIFO before its owner has mapped... the owner mapped before sending its
   // fd, and the barrier makes every mapping complete before any rank uses the transport.
   if (Status s = boot.barrier(); !s) return std::move(s).withContext("shm: barrier after mapping");
-  ZCOLL_INFO(Shm, rank, "shm transport: {} ranks, {} slots x {} bytes per peer, {} bytes per segment", nranks,
-             t->layout_.slots, t->layout_.slotBytes, bytes);
+  ZCOLL_INFO(Shm, rank, "{} transport: {} ranks, {} slots x {} bytes per peer, {} bytes per segment{}", t->name(),
+             nranks, t->layout_.slots, t->layout_.slotBytes, bytes,
+             device ? fmt::format(", {} bytes of device memory", t->deviceMapped_) : std::string());
   *out = std::move(t);
   return Status::ok();
 }
@@ -114,6 +139,8 @@ ShmTransport::~ShmTransport() {
   const size_t bytes = layout_.totalBytes();
   for (Peer& p : peers_)
     if (p.segment) ::munmap(p.segment, bytes);
+  for (void* d : deviceData_)
+    if (d) device_->freeShareable(d, deviceMapped_);
 }
 
 void ShmTransport::ring(SegmentHeader* header) {
@@ -182,6 +209,12 @@ bool ShmTransport::peerExited(int peer) {
     return ::poll(&p, 1, 0) > 0;
   }
   return false;
+}
+
+void ShmTransport::forEachSlotRegion(const std::function<void(void*, size_t)>& fn) {
+  if (device_) return;  // the slots are device memory already
+  for (Peer& p : peers_)
+    if (p.segment) fn(p.segment, layout_.totalBytes());
 }
 
 void ShmTransport::wake() {

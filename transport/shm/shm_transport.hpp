@@ -24,11 +24,15 @@ namespace zcoll::shm {
 class ShmTransport final : public Transport {
  public:
   // Collective over the bootstrap: every rank of the communicator calls it (all must be on this host).
+  // With `device`, the FIFOs' data lives in device memory of that runtime, shared between the ranks
+  // as file descriptors over the same Unix sockets, and the segment holds only the control part:
+  // this is the cuda_ipc transport (transport/cuda_ipc/).
   static Status create(Bootstrap& boot, const Config& config, const std::atomic<bool>* abort,
-                       std::unique_ptr<Transport>* out);
+                       std::unique_ptr<Transport>* out, DeviceRuntime* device = nullptr);
   ~ShmTransport() override;
 
-  std::string_view name() const override { return "shm"; }
+  std::string_view name() const override { return device_ ? "cuda_ipc" : "shm"; }
+  MemKind slotMemory() const override { return device_ ? MemKind::Device : MemKind::Host; }
   size_t chunkCapacity() const override { return layout_.slotBytes; }
   int slotsPerPeer() const override { return layout_.slots; }
 
@@ -42,6 +46,7 @@ class ShmTransport final : public Transport {
   void sleep(uint32_t token, int64_t maxNs) override;
   void wake() override;
   bool peerExited(int peer) override;
+  void forEachSlotRegion(const std::function<void(void*, size_t)>& fn) override;
 
  private:
   struct Peer {
@@ -69,6 +74,10 @@ class ShmTransport final : public Transport {
   // pidfds of peers in other processes (readable once the process has exited), and their ranks.
   std::vector<Fd> pidfds_;
   std::vector<int> pidfdRanks_;
+  // cuda_ipc: each rank's device data region as mapped here (own allocation and imports).
+  DeviceRuntime* device_ = nullptr;
+  std::vector<void*> deviceData_;
+  size_t deviceMapped_ = 0;
 };
 
 }  // namespace zcoll::shm

@@ -45,6 +45,12 @@ class UcxTransport final : public Transport {
   void sleep(uint32_t token, int64_t maxNs) override;
   void wake() override { sleeper_.wake(); }
   bool peerExited(int peer) override { return peers_[static_cast<size_t>(peer)].dead; }
+  void forEachSlotRegion(const std::function<void(void*, size_t)>& fn) override {
+    for (Peer& p : peers_) {
+      if (!p.send.empty()) fn(p.send.data(), p.send.size());
+      if (!p.recv.empty()) fn(p.recv.data(), p.recv.size());
+    }
+  }
 
   // Per-operation state the callbacks write (public for the C callbacks).
   struct Op {
