@@ -10,6 +10,7 @@ Status DeviceExecutor::sync(Deadline deadline) {
   const WaitResult r = waiter.until(
       [&] {
         bool done = false;
+        transport_->progress();
         Status s = rt_->streamQuery(stream_, &done);
         if (!s) failure = std::move(s);
         return done || !failure;

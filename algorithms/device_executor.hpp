@@ -17,8 +17,10 @@ namespace zcoll {
 
 class DeviceExecutor {
  public:
-  DeviceExecutor(DeviceRuntime* rt, DevStream stream, WaitPolicy policy, const std::atomic<bool>* abort)
-      : rt_(rt), stream_(stream), policy_(policy), abort_(abort) {}
+  // transport: the operation's, progressed while device work runs (so network transfers overlap it).
+  DeviceExecutor(DeviceRuntime* rt, DevStream stream, Transport* transport, WaitPolicy policy,
+                 const std::atomic<bool>* abort)
+      : rt_(rt), stream_(stream), transport_(transport), policy_(policy), abort_(abort) {}
 
   DeviceRuntime* runtime() const { return rt_; }
 
@@ -44,6 +46,7 @@ class DeviceExecutor {
 
   DeviceRuntime* rt_;
   DevStream stream_;
+  Transport* transport_;
   WaitPolicy policy_;
   const std::atomic<bool>* abort_;
   Status error_;

@@ -107,7 +107,8 @@ Status launch(const CommRef& ref, zcollComm_t comm, OpArgs op, const Call& call,
     if (!request) return invalidArgument("request: NULL pointer");
     if (groupActive()) return invalidUsage("nonblocking (Async) calls are not allowed inside a group");
     Request* r = nullptr;
-    if (Status s = op.device ? ref->submitDevice(op, nullptr, &r) : ref->submit(op, &r); !s) return s;
+    // Device buffers too: the request orders the op, no stream is involved.
+    if (Status s = ref->submit(op, &r); !s) return s;
     *request = reinterpret_cast<zcollRequest_t>(r);
     return Status::ok();
   }
@@ -117,7 +118,7 @@ Status launch(const CommRef& ref, zcollComm_t comm, OpArgs op, const Call& call,
     op.nitems = 1;
   }
   // Device buffers: ordered on the stream, the caller does not wait (NCCL's semantics).
-  if (op.device) return ref->submitDevice(op, stream, nullptr);
+  if (op.device) return ref->submitDevice(op, stream);
   return ref->call(op);
 }
 

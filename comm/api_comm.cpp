@@ -231,6 +231,10 @@ zcollResult_t zcollCommGetAsyncError(zcollComm_t comm, zcollResult_t* asyncError
     if (Status s = c.acquire(comm); !s) return s;
     if (!asyncError) return invalidArgument("asyncError: NULL pointer");
     *asyncError = toResult(c->asyncError());
+    // The failure happened on another thread (the progress thread, for stream-ordered device ops):
+    // its message becomes this thread's last error, for zcollGetLastError.
+    if (c->asyncError() != StatusCode::Ok)
+      setLastError("zcollCommGetAsyncError", Status(c->asyncError(), c->asyncErrorMessage()));
     return Status::ok();
   });
 }

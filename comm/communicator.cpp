@@ -149,6 +149,11 @@ void Communicator::recordFailure(const Status& s) {
   ZCOLL_WARN(Coll, rank_, "{}", s.message());
 }
 
+std::string Communicator::asyncErrorMessage() {
+  std::lock_guard lock(mutex_);
+  return firstError_;
+}
+
 Status Communicator::execute(const OpArgs& op) {
   if (int err = asyncError_.load(); err != 0) {
     std::lock_guard lock(mutex_);
@@ -199,7 +204,7 @@ Status Communicator::execute(const OpArgs& op, const Algorithm& algoRef) {
                           "runtime, which failed at creation (see the warning then)",
                           collectiveName(op.coll), op.seq, transport_->name());
     }
-    dev.emplace(device_, deviceStream_, WaitPolicy{config_.spinNs, config_.yieldNs}, &abort_);
+    dev.emplace(device_, deviceStream_, transport, WaitPolicy{config_.spinNs, config_.yieldNs}, &abort_);
   }
   Waiter waiter = newWaiter(transport);
   AlgoContext ctx = context(&waiter, transport);
@@ -301,7 +306,7 @@ void Communicator::workerLoop() {
   }
 }
 
-Status Communicator::submitDevice(const OpArgs& opIn, DevStream stream, Request** out) {
+Status Communicator::submitDevice(const OpArgs& opIn, DevStream stream) {
   std::lock_guard lock(mutex_);
   if (!worker_.joinable()) {
     try {
@@ -338,11 +343,10 @@ Status Communicator::submitDevice(const OpArgs& opIn, DevStream stream, Request*
     req->op.items = req->items.data();
   }
   req->deviceIndex = index;
-  req->detached = out == nullptr;
+  req->detached = true;
   queue_.push_back(req);
   pending_.fetch_add(1);
   workCv_.notify_one();
-  if (out) *out = req;
   return Status::ok();
 }
 

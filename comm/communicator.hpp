@@ -45,8 +45,10 @@ struct Request {
   // Device operations: recorded on the caller's stream at submission; the op starts once it has
   // completed. Created once per pooled request.
   DevEvent ready = nullptr;
-  uint64_t deviceIndex = 0;  // the communicator's device-op counter value this op writes when done
-  bool detached = false;     // no one waits: the worker releases it (stream-ordered calls)
+  // Stream-ordered ops: the communicator's device-op counter value this op writes when done (0: not
+  // stream-ordered); no one waits for them: the worker releases them.
+  uint64_t deviceIndex = 0;
+  bool detached = false;
 };
 
 class Communicator {
@@ -63,11 +65,11 @@ class Communicator {
   Status call(const OpArgs& op);
   // Queues op on the progress thread; *out completes later. items are copied.
   Status submit(const OpArgs& op, Request** out);
-  // A device operation (op.device): ordered on `stream` like NCCL's - it starts after the work queued
+  // A device operation (op.device) ordered on `stream` like NCCL's: it starts after the work queued
   // on the stream before it, later work on the stream waits for it, and the caller does not block.
-  // out == nullptr: nothing to wait for (failures surface as the communicator's async error);
-  // else a request as submit()'s.
-  Status submitDevice(const OpArgs& op, DevStream stream, Request** out);
+  // Nothing to wait for here: a failure becomes the communicator's async error (and the stream goes
+  // on). Device ops through submit() are ordered by their request instead.
+  Status submitDevice(const OpArgs& op, DevStream stream);
   // The device runtime this communicator serves device buffers with, or nullptr.
   DeviceRuntime* device() const { return device_; }
   // The transport device operations use (cuda_ipc, or the host transport's slots), for zcoll-info.
@@ -82,6 +84,8 @@ class Communicator {
   // Raises the abort flag and wakes every wait; safe from any thread.
   void abort();
   StatusCode asyncError() const { return static_cast<StatusCode>(asyncError_.load()); }
+  // The message of that first error ("" while there is none).
+  std::string asyncErrorMessage();
 
   // Waits (bounded by the timeout) for queued operations to finish; then the object may be deleted.
   Status drain();

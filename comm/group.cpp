@@ -99,7 +99,7 @@ Status groupEnd() {
     CommRef ref;
     if (Status s = ref.acquire(comms[0]); !s) return s;
     for (Batch& b : batches) {
-      Status s = b.op.device ? ref->submitDevice(b.op, b.stream, nullptr) : ref->call(b.op);
+      Status s = b.op.device ? ref->submitDevice(b.op, b.stream) : ref->call(b.op);
       if (!s) return s;
     }
     return Status::ok();
@@ -112,7 +112,7 @@ Status groupEnd() {
   for (Batch& b : batches) {
     Communicator* c = b.comm->impl.get();
     if (b.op.device) {  // stream-ordered: nothing to wait for here
-      keep(c->submitDevice(b.op, b.stream, nullptr));
+      keep(c->submitDevice(b.op, b.stream));
       continue;
     }
     Request* r = nullptr;

@@ -59,6 +59,9 @@ class Transport {
     return false;
   }
 
+  // Moves bytes already committed or arriving, without waiting (network transports; shm needs no
+  // help). Called while this rank waits on something else - device work - so transfers overlap it.
+  virtual void progress() {}
   // Where the slots live: host memory (shm, tcp, ucx) or device memory (cuda_ipc).
   virtual MemKind slotMemory() const { return MemKind::Host; }
   // Calls fn on every memory range that holds slots (send and receive), so that a device runtime can

@@ -43,6 +43,7 @@ class TcpTransport final : public Transport {
   void sleep(uint32_t, int64_t maxNs) override { sleeper_.sleep(maxNs); }
   void wake() override { sleeper_.wake(); }
   bool peerExited(int peer) override { return peers_[static_cast<size_t>(peer)].dead; }
+  void progress() override { flushAll(); }
   void forEachSlotRegion(const std::function<void(void*, size_t)>& fn) override {
     for (Peer& p : peers_) {
       if (!p.send.empty()) fn(p.send.data(), p.send.size());

@@ -45,6 +45,7 @@ class UcxTransport final : public Transport {
   void sleep(uint32_t token, int64_t maxNs) override;
   void wake() override { sleeper_.wake(); }
   bool peerExited(int peer) override { return peers_[static_cast<size_t>(peer)].dead; }
+  void progress() override;
   void forEachSlotRegion(const std::function<void(void*, size_t)>& fn) override {
     for (Peer& p : peers_) {
       if (!p.send.empty()) fn(p.send.data(), p.send.size());
@@ -72,7 +73,6 @@ class UcxTransport final : public Transport {
 
  private:
   UcxTransport() = default;
-  void progress();
   void postRecv(int peer, size_t slot);
   void retire(Op& op);  // frees a completed request
 
