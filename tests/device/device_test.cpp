@@ -16,6 +16,7 @@
 #include "comm/device_emulated.hpp"
 #include "comm/handles.hpp"
 #include "tests/common/rank_pool.hpp"
+#include "tests/common/run_command.hpp"
 
 namespace zcoll::test {
 namespace {
@@ -249,6 +250,18 @@ TEST(DeviceResources, NothingLeftAfterDestroy) {
     });
   }
   EXPECT_EQ(dev()->allocatedBytes(), before);
+}
+
+// Ranks as processes: the cuda_ipc data plane's fds cross process boundaries (device_rank.cpp).
+TEST(DeviceProcesses, ThreeProcessesOverCudaIpc) {
+  const char* run = std::getenv("ZCOLL_RUN");
+  const char* prog = std::getenv("ZCOLL_DEVICE_RANK");
+  ASSERT_TRUE(run && prog) << "meson sets ZCOLL_RUN and ZCOLL_DEVICE_RANK";
+  for (int n : {2, 3}) {
+    const CommandResult r = runCommand(std::string(run) + " -n " + std::to_string(n) + " " + prog);
+    EXPECT_EQ(r.status, 0) << r.out;
+    EXPECT_NE(r.out.find("all results right"), std::string::npos) << r.out;
+  }
 }
 
 }  // namespace
