@@ -2,7 +2,7 @@
  * zcoll.h - the zcoll C ABI.
  *
  * NCCL-shaped: code written for NCCL ports by renaming nccl* to zcoll*. Buffers may be host memory
- * (this version) or, where zcoll is built with CUDA, device memory.
+ * or, where zcoll is built with CUDA and a GPU is present (or ZCOLL_DEVICE=emulated), device memory.
  *
  * Contracts that hold for every function below unless its comment says otherwise:
  * - Every function returns a zcollResult_t; on failure it sets a thread-local message that
@@ -16,6 +16,13 @@
  * - Host buffers and a NULL stream: the call blocks until the operation is complete and the buffers
  *   may be reused. The *Async forms return at once with a request, completed by zcollWait/zcollTest;
  *   the buffers belong to zcoll until then.
+ * - Device buffers (detected per buffer; both buffers of a call must be of one kind): the call is
+ *   ordered on `stream` as in NCCL - the operation starts after the work queued on the stream before
+ *   the call, work queued after it waits for it, and the calling thread does not block. NULL is the
+ *   default stream. Failures then surface through zcollCommGetAsyncError (whose message
+ *   zcollGetLastError returns after it), and the stream still moves on. The *Async forms take device
+ *   buffers too, ordered by their request instead of a stream. Within a group, device send/recv of one
+ *   communicator must share one stream. A stream with host buffers is an invalid argument.
  * - Every wait inside zcoll is bounded by the communicator's timeout (zcollConfig_t.timeoutMs,
  *   ZCOLL_TIMEOUT_S); a peer that stops answering makes the call fail with zcollTimeout.
  */
@@ -40,7 +47,7 @@ typedef struct zcollComm* zcollComm_t;
 /** Opaque handle of one nonblocking operation; owned by zcoll, released by zcollWait or by the
  *  zcollTest call that reports it done. */
 typedef struct zcollRequest* zcollRequest_t;
-/** A CUDA stream (cudaStream_t) or NULL. With host buffers only NULL is meaningful. */
+/** A CUDA stream (cudaStream_t) or NULL (the default stream). With host buffers it must be NULL. */
 typedef void* zcollStream_t;
 
 #define ZCOLL_UNIQUE_ID_BYTES 128
@@ -53,7 +60,7 @@ typedef struct {
 
 typedef enum {
   zcollSuccess = 0,
-  zcollUnhandledCudaError = 1,
+  zcollUnhandledCudaError = 1, /**< a CUDA (or emulated device) call failed; the message has its error */
   zcollSystemError = 2,   /**< an OS call failed (socket, mmap, memfd...); the message has errno */
   zcollInternalError = 3, /**< a bug in zcoll */
   zcollInvalidArgument = 4,

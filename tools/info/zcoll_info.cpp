@@ -18,6 +18,7 @@
 
 #include "algorithms/registry.hpp"
 #include "comm/config.hpp"
+#include "comm/device.hpp"
 #include "comm/socket.hpp"
 #include "zcoll/zcoll.h"
 
@@ -73,7 +74,25 @@ void printTransports() {
   std::printf("  %-9s OFF   not built (libucx-dev not found, or meson -Ducx=disabled)\n", "ucx");
 #endif
   std::printf("  %-9s OFF   not in this version (RDMA verbs)\n", "ib");
-  std::printf("  %-9s OFF   not in this version (CUDA device buffers)\n", "cuda_ipc");
+#ifdef ZCOLL_HAVE_CUDA_IPC
+  std::printf("  %-9s on    device buffers of same-host ranks: device-memory slots shared as fds (needs a device runtime)\n",
+              "cuda_ipc");
+#else
+  std::printf("  %-9s OFF   not built (needs the shm transport)\n", "cuda_ipc");
+#endif
+  // The device runtime: CUDA when built and a GPU is present, the emulation when asked, else none.
+  if (zcoll::DeviceRuntime* rt = zcoll::deviceRuntime()) {
+    std::printf("  %-9s on    %.*s runtime: device buffers accepted (stream-ordered)\n", "device",
+                static_cast<int>(rt->name().size()), rt->name().data());
+  } else {
+    const std::string_view why = zcoll::deviceRuntimeAbsence();
+    std::printf("  %-9s OFF   %.*s\n", "device", static_cast<int>(why.size()), why.data());
+  }
+#ifdef ZCOLL_HAVE_CUDA
+  std::printf("  %-9s built GPU kernels for sm_90 + PTX, CUDA runtime linked statically\n", "cuda");
+#else
+  std::printf("  %-9s OFF   not built (nvcc not found, or meson -Dcuda=disabled)\n", "cuda");
+#endif
   std::printf("  bootstrap over TCP: on (rendezvous, ring, out-of-band all-gather)\n");
 }
 
