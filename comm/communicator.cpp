@@ -102,7 +102,7 @@ Status Communicator::create(const UniqueIdFields& id, int nranks, int rank, cons
   if (!c->transport_)
     return notSupported("ZCOLL_TRANSPORTS='{}': none of these transports is built and usable here (built: {})",
                         config.transports, builtTransports());
-  if (Status s = c->setupDevice(oneHost); !s) return std::move(s).withContext(fmt::format("rank {}: device setup", rank));
+  c->planDevice(oneHost);
   if (config.calibrate)
     if (Status s = c->calibrate(); !s) return std::move(s).withContext(fmt::format("rank {}: calibration", rank));
   // After the calibration: the trace shows the user's operations only.
@@ -133,7 +133,7 @@ Communicator::~Communicator() {
   }
   workCv_.notify_all();
   if (transport_) transport_->wake();
-  if (deviceTransport_) deviceTransport_->wake();
+  if (Transport* d = deviceTransportLive_.load()) d->wake();
   if (worker_.joinable()) worker_.join();
   teardownDevice();
   if (tracer_)
@@ -197,6 +197,10 @@ Status Communicator::execute(const OpArgs& op, const Algorithm& algoRef) {
   Transport* transport = transport_.get();
   std::optional<DeviceExecutor> dev;
   if (op.device) {
+    if (Status s = prepareDeviceTransport(); !s) {
+      recordFailure(s);
+      return s;
+    }
     if (deviceTransport_) {
       transport = deviceTransport_.get();
     } else if (!hostSlotsForDevice_) {
@@ -252,6 +256,8 @@ Status Communicator::call(const OpArgs& opIn) {
 
 Status Communicator::submit(const OpArgs& opIn, Request** out) {
   std::lock_guard lock(mutex_);
+  if (opIn.device)
+    if (Status s = prepareDeviceLocked(); !s) return s;
   if (!worker_.joinable()) {
     try {
       worker_ = std::thread([this] { workerLoop(); });
@@ -315,6 +321,7 @@ Status Communicator::submitDevice(const OpArgs& opIn, DevStream stream) {
       return systemError("starting the progress thread", e.code().value());
     }
   }
+  if (Status s = prepareDeviceLocked(); !s) return s;
   Request* req = acquireRequest();
   auto fail = [&](Status s, const char* what) {
     releaseRequest(req);
@@ -410,7 +417,7 @@ void Communicator::releaseRequest(Request* req) {
 void Communicator::abort() {
   abort_.store(true);
   if (transport_) transport_->wake();
-  if (deviceTransport_) deviceTransport_->wake();
+  if (Transport* d = deviceTransportLive_.load()) d->wake();
   workCv_.notify_all();
 }
 

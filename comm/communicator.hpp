@@ -103,8 +103,13 @@ class Communicator {
   Status checkSignature(const OpArgs& op);
   Waiter newWaiter(Transport* transport);
   AlgoContext context(Waiter* waiter, Transport* transport);
-  // Device state at creation (stream, completion flag, slot registration, cuda_ipc) and its end.
-  Status setupDevice(bool oneHost);
+  // Device state. At creation only the plan (no device call: a host-only user of a GPU machine gets
+  // no CUDA context); at the first device op, under mutex_, the local part (stream, completion
+  // counter, registration of the host transport's slots); at the first device op's execution, on the
+  // progress thread, the collective part (the cuda_ipc transport: all ranks reach it in op order).
+  void planDevice(bool oneHost);
+  Status prepareDeviceLocked();
+  Status prepareDeviceTransport();
   void teardownDevice();
   // Waits until the work before a device op on its stream has run.
   Status awaitReady(Request* req);
@@ -126,7 +131,11 @@ class Communicator {
   DeviceRuntime* device_ = nullptr;
   int deviceId_ = 0;
   DevStream deviceStream_ = nullptr;
-  std::unique_ptr<Transport> deviceTransport_;
+  std::unique_ptr<Transport> deviceTransport_;            // made and used by the progress thread
+  std::atomic<Transport*> deviceTransportLive_{nullptr};  // the same, for abort() from any thread
+  bool deviceLocalReady_ = false;                         // guarded by mutex_
+  bool deviceTransportTried_ = false;                     // progress thread only
+  bool cudaIpcPlanned_ = false;
   DeviceScratch deviceScratch_;
   uint64_t* deviceDone_ = nullptr;
   uint64_t deviceIssued_ = 0;  // guarded by mutex_

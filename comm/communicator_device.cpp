@@ -25,52 +25,71 @@ bool cudaIpcAllowed(const std::string& transports) {
 
 }  // namespace
 
-Status Communicator::setupDevice(bool oneHost) {
-  DeviceRuntime* rt = deviceRuntime();
+void Communicator::planDevice(bool oneHost) {
+  device_ = deviceRuntime();
+  if (!device_) return;
+  deviceId_ = device_->currentDevice();
+  deviceScratch_.bind(device_);
+  // Decided alike on every rank: the peer table says who has a device runtime.
   bool everyRank = true;
   for (const PeerInfo& p : bootstrap_->peers()) everyRank = everyRank && p.device;
-  if (!rt) return Status::ok();
-  device_ = rt;
-  deviceId_ = rt->currentDevice();
-  deviceScratch_.bind(rt);
-  if (Status s = rt->streamCreate(&deviceStream_); !s) return std::move(s).withContext("creating its device stream");
-  void* flag = nullptr;
-  if (Status s = rt->allocHostMapped(64, &flag); !s) return std::move(s).withContext("allocating its completion counter");
-  deviceDone_ = static_cast<uint64_t*>(flag);
-  // The host transport's slots, registered so that device copies and kernels reach them in place
-  // (device buffers over tcp, ucx, or shm when there is no cuda_ipc).
-  Status registration;
-  transport_->forEachSlotRegion([&](void* base, size_t bytes) {
-    if (!registration) return;
-    registration = rt->registerHost(base, bytes);
-    if (registration) registered_.push_back(base);
-  });
-  hostSlotsForDevice_ = registration.isOk();
-  if (!registration) {
-    ZCOLL_WARN(Init, rank_, "device buffers cannot use the {} transport: registering its slots failed: {}",
-               transport_->name(), registration.message());
-    for (void* p : registered_) rt->unregisterHost(p);
-    registered_.clear();
-  }
 #ifdef ZCOLL_HAVE_CUDA_IPC
-  // Decided alike on every rank: the peer table says who has a device runtime.
-  if (oneHost && everyRank && nranks_ > 1 && cudaIpcAllowed(config_.transports)) {
-    if (Status s = cuda_ipc::create(*bootstrap_, config_, &abort_, rt, &deviceTransport_); !s)
-      return std::move(s).withContext("cuda_ipc transport");
-  }
+  cudaIpcPlanned_ = oneHost && everyRank && nranks_ > 1 && cudaIpcAllowed(config_.transports);
 #else
   (void)oneHost;
   (void)everyRank;
 #endif
+}
+
+Status Communicator::prepareDeviceLocked() {
+  if (deviceLocalReady_) return Status::ok();
+  if (!device_) return invalidUsage("device buffers on a communicator whose process had no device runtime at creation");
+  DeviceRuntime* rt = device_;
+  if (!deviceStream_)
+    if (Status s = rt->streamCreate(&deviceStream_); !s) return std::move(s).withContext("creating its device stream");
+  if (!deviceDone_) {
+    void* flag = nullptr;
+    if (Status s = rt->allocHostMapped(64, &flag); !s) return std::move(s).withContext("allocating its completion counter");
+    deviceDone_ = static_cast<uint64_t*>(flag);
+  }
+  // The host transport's slots, registered so that device copies and kernels reach them in place
+  // (device buffers over tcp, ucx, or shm when there is no cuda_ipc).
+  if (!cudaIpcPlanned_) {
+    Status registration;
+    transport_->forEachSlotRegion([&](void* base, size_t bytes) {
+      if (!registration) return;
+      registration = rt->registerHost(base, bytes);
+      if (registration) registered_.push_back(base);
+    });
+    hostSlotsForDevice_ = registration.isOk();
+    if (!registration) {
+      ZCOLL_WARN(Init, rank_, "device buffers cannot use the {} transport: registering its slots failed: {}",
+                 transport_->name(), registration.message());
+      for (void* p : registered_) rt->unregisterHost(p);
+      registered_.clear();
+    }
+  }
+  deviceLocalReady_ = true;
   ZCOLL_INFO(Init, rank_, "device buffers: {} runtime, device {}, transport {}", rt->name(), deviceId_,
              deviceTransportName());
   return Status::ok();
 }
 
+Status Communicator::prepareDeviceTransport() {
+  if (deviceTransportTried_ || !cudaIpcPlanned_) return Status::ok();
+  deviceTransportTried_ = true;
+#ifdef ZCOLL_HAVE_CUDA_IPC
+  if (Status s = cuda_ipc::create(*bootstrap_, config_, &abort_, device_, &deviceTransport_); !s)
+    return std::move(s).withContext(fmt::format("rank {}: creating the cuda_ipc transport", rank_));
+  deviceTransportLive_.store(deviceTransport_.get());
+#endif
+  return Status::ok();
+}
+
 std::string_view Communicator::deviceTransportName() const {
   if (!device_) return "none";
-  if (deviceTransport_) return deviceTransport_->name();
-  return hostSlotsForDevice_ ? transport_->name() : "none";
+  if (cudaIpcPlanned_) return "cuda_ipc";
+  return hostSlotsForDevice_ || !deviceLocalReady_ ? transport_->name() : "none";
 }
 
 void Communicator::teardownDevice() {
@@ -78,6 +97,7 @@ void Communicator::teardownDevice() {
   for (void* p : registered_) device_->unregisterHost(p);
   registered_.clear();
   hostSlotsForDevice_ = false;
+  deviceTransportLive_.store(nullptr);
   deviceTransport_.reset();
   for (auto& r : requests_)
     if (r->ready) device_->eventDestroy(r->ready);
