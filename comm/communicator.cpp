@@ -193,7 +193,7 @@ AlgoContext Communicator::context(Waiter* waiter, Transport* transport) {
 Status Communicator::execute(const OpArgs& op, const Algorithm& algoRef) {
   const Algorithm* algo = &algoRef;
   // Device buffers: the device transport (cuda_ipc) when there is one, else the host transport's
-  // slots (registered with the runtime at creation), and the device executor.
+  // slots (registered with the runtime at the first device op), and the device executor.
   Transport* transport = transport_.get();
   std::optional<DeviceExecutor> dev;
   if (op.device) {
@@ -205,7 +205,7 @@ Status Communicator::execute(const OpArgs& op, const Algorithm& algoRef) {
       transport = deviceTransport_.get();
     } else if (!hostSlotsForDevice_) {
       return notSupported("{} #{}: device buffers over the {} transport need its slots registered with the device "
-                          "runtime, which failed at creation (see the warning then)",
+                          "runtime, which failed (see the warning at its first device op)",
                           collectiveName(op.coll), op.seq, transport_->name());
     }
     dev.emplace(device_, deviceStream_, transport, WaitPolicy{config_.spinNs, config_.yieldNs}, &abort_);

@@ -1,5 +1,6 @@
-// communicator_device.cpp - a communicator's device state: made at creation when the process has a
-// device runtime (comm/device.hpp), ended at destroy. See communicator.hpp.
+// communicator_device.cpp - a communicator's device state (when the process has a device runtime,
+// comm/device.hpp): planned at creation, made at the first device op, ended at destroy. See
+// communicator.hpp.
 #include <algorithm>
 #include <atomic>
 
@@ -45,8 +46,14 @@ Status Communicator::prepareDeviceLocked() {
   if (deviceLocalReady_) return Status::ok();
   if (!device_) return invalidUsage("device buffers on a communicator whose process had no device runtime at creation");
   DeviceRuntime* rt = device_;
-  if (!deviceStream_)
-    if (Status s = rt->streamCreate(&deviceStream_); !s) return std::move(s).withContext("creating its device stream");
+  if (!deviceStream_) {
+    // On the communicator's device, whatever the calling thread's current one is (left as it was).
+    const int current = rt->currentDevice();
+    Status s = rt->setDevice(deviceId_);
+    if (s) s = rt->streamCreate(&deviceStream_);
+    if (current != deviceId_) (void)rt->setDevice(current);
+    if (!s) return std::move(s).withContext("creating its device stream");
+  }
   if (!deviceDone_) {
     void* flag = nullptr;
     if (Status s = rt->allocHostMapped(64, &flag); !s) return std::move(s).withContext("allocating its completion counter");
