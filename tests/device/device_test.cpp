@@ -146,6 +146,25 @@ TEST_P(Device, GroupedSendRecv) {
   });
 }
 
+// Collectives inside a group: queued at the end, in order, on their streams.
+TEST_P(Device, GroupedCollectives) {
+  const int n = GetParam();
+  RankPool pool(n, config());
+  ASSERT_TRUE(pool.ok());
+  pool.run([&](int rank, zcollComm_t comm) {
+    Stream stream;
+    DeviceBuffer a(777 * sizeof(float)), b(777 * sizeof(float));
+    for (int i = 0; i < 777; ++i) a.f()[i] = static_cast<float>(rank + i);
+    ASSERT_EQ(zcollGroupStart(), zcollSuccess);
+    ASSERT_EQ(zcollAllReduce(a.ptr, b.ptr, 777, zcollFloat32, zcollMax, comm, stream.s), zcollSuccess);
+    ASSERT_EQ(zcollBroadcast(b.ptr, a.ptr, 777, zcollFloat32, 0, comm, stream.s), zcollSuccess);
+    ASSERT_EQ(zcollGroupEnd(), zcollSuccess) << zcollGetLastError(comm);
+    stream.sync();
+    ASSERT_EQ(asyncError(comm), zcollSuccess) << zcollGetLastError(comm);
+    for (int i = 0; i < 777; ++i) ASSERT_EQ(a.f()[i], static_cast<float>(n - 1 + i)) << i;
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, Device, ::testing::Values(2, 3, 4), [](const auto& info) {
   return std::to_string(info.param) + "ranks";
 });
