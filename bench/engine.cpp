@@ -2,6 +2,7 @@
 // step for step (iteration budget, warm-up, trials, median, check pattern), so ratios are fair.
 #include "bench/engine.hpp"
 #include "bench/output.hpp"
+#include "comm/device.hpp"
 
 #include <strings.h>
 #include <sys/resource.h>
@@ -104,71 +105,122 @@ std::string algorithmFor(zcollComm_t comm, const Args& a, size_t count, int nran
 // so both sides start from the same memory layout.
 // -O shifts the data that many bytes past the page start (a multiple of 4), to measure what
 // glibc's mmap'd malloc (16) or a 64-byte-aligned allocator gives users.
+// --device: the data is device memory; the host memory is then its staging copy, uploaded before
+// the timed loops and downloaded for the check.
 class Buffer {
  public:
-  void allocate(size_t elems, size_t offset) {
-    size_t bytes = ((elems * sizeof(float) + offset) / 4096 + 1) * 4096;
-    data_.reset(static_cast<float*>(std::aligned_alloc(4096, bytes)));
-    if (data_) std::memset(data_.get(), 0, bytes);
-    offset_ = offset / sizeof(float);
+  ~Buffer() {
+    if (dev_) rt_->free(dev_);
   }
-  float* data() const { return data_.get() + offset_; }
-  explicit operator bool() const { return data_ != nullptr; }
+  void allocate(size_t elems, size_t offset, DeviceRuntime* rt) {
+    size_t bytes = ((elems * sizeof(float) + offset) / 4096 + 1) * 4096;
+    host_.reset(static_cast<float*>(std::aligned_alloc(4096, bytes)));
+    if (host_) std::memset(host_.get(), 0, bytes);
+    offset_ = offset / sizeof(float);
+    bytes_ = bytes;
+    rt_ = rt;
+    if (rt && !rt->alloc(bytes, &dev_)) dev_ = nullptr;
+  }
+  // What the collective gets, and the host view prepare() and the check use.
+  float* data() const { return (dev_ ? static_cast<float*>(dev_) : host_.get()) + offset_; }
+  float* host() const { return host_.get() + offset_; }
+  explicit operator bool() const { return host_ != nullptr && (!rt_ || dev_ != nullptr); }
+  bool upload(DevStream s) const { return !dev_ || rt_->copyAsync(dev_, host_.get(), bytes_, s).isOk(); }
+  bool download(DevStream s) const { return !dev_ || rt_->copyAsync(host_.get(), dev_, bytes_, s).isOk(); }
 
  private:
   struct Free {
     void operator()(float* p) const { std::free(p); }
   };
-  std::unique_ptr<float, Free> data_;
+  std::unique_ptr<float, Free> host_;
   size_t offset_ = 0;
+  size_t bytes_ = 0;
+  DeviceRuntime* rt_ = nullptr;
+  void* dev_ = nullptr;
 };
 
 // One rank's view of a benchmark: buffers and the collective call.
 class Runner {
  public:
   Runner(const Args& a, int rank, int nranks) : a_(a), rank_(rank), nranks_(nranks) {}
+  ~Runner() {
+    if (stream_) rt_->streamDestroy(stream_);
+  }
 
+  // Buffers (and with --device the rank's stream); false with a message on stderr.
   bool allocate(size_t maxCount) {
+    if (a_.device) {
+      rt_ = deviceRuntime();
+      if (!rt_) {
+        const std::string_view why = deviceRuntimeAbsence();
+        std::fprintf(stderr, "zcoll-bench: --device: no device runtime (%.*s)\n", static_cast<int>(why.size()),
+                     why.data());
+        return false;
+      }
+      if (!rt_->streamCreate(&stream_)) {
+        std::fprintf(stderr, "zcoll-bench: --device: cannot create a stream\n");
+        return false;
+      }
+    }
     size_t maxSend = maxCount, maxRecv = maxCount;
     if (a_.coll == Coll::AllGather || a_.coll == Coll::Gather) maxSend = maxCount / nranks_ + 1;
     if (a_.coll == Coll::ReduceScatter || a_.coll == Coll::Scatter) maxRecv = maxCount / nranks_ + 1;
-    send_.allocate(maxSend, a_.offset);
-    recv_.allocate(maxRecv, a_.offset);
+    send_.allocate(maxSend, a_.offset, rt_);
+    recv_.allocate(maxRecv, a_.offset, rt_);
+    if (!send_ || !recv_) std::fprintf(stderr, "zcoll-bench: rank %d: cannot allocate buffers\n", rank_);
     return send_ && recv_;
+  }
+
+  // Waits until this rank's queued ops are done (device ops return at once; host ops are done).
+  bool finish() const {
+    if (!stream_) return true;
+    for (;;) {
+      bool done = false;
+      if (!rt_->streamQuery(stream_, &done)) return false;
+      if (done) return true;
+      sched_yield();
+    }
   }
 
   zcollResult_t op(zcollComm_t comm_, size_t count) {
     float* s = send_.data();
     float* r = recv_.data();
+    zcollStream_t const stream = stream_;  // NULL for host buffers
     size_t per = count / static_cast<size_t>(nranks_);
     switch (a_.coll) {
       case Coll::AllReduce:
-        return zcollAllReduce(a_.inplace ? r : s, r, count, zcollFloat, zcollSum, comm_, nullptr);
+        return zcollAllReduce(a_.inplace ? r : s, r, count, zcollFloat, zcollSum, comm_, stream);
       case Coll::AllGather:
-        return zcollAllGather(a_.inplace ? r + per * rank_ : s, r, per, zcollFloat, comm_, nullptr);
+        return zcollAllGather(a_.inplace ? r + per * rank_ : s, r, per, zcollFloat, comm_, stream);
       case Coll::ReduceScatter:
-        return zcollReduceScatter(s, a_.inplace ? s + per * rank_ : r, per, zcollFloat, zcollSum, comm_, nullptr);
+        return zcollReduceScatter(s, a_.inplace ? s + per * rank_ : r, per, zcollFloat, zcollSum, comm_, stream);
       case Coll::Broadcast:
-        return zcollBroadcast(r, r, count, zcollFloat, a_.root, comm_, nullptr);
+        return zcollBroadcast(r, r, count, zcollFloat, a_.root, comm_, stream);
       case Coll::Reduce:
-        return zcollReduce(a_.inplace ? r : s, r, count, zcollFloat, zcollSum, a_.root, comm_, nullptr);
+        return zcollReduce(a_.inplace ? r : s, r, count, zcollFloat, zcollSum, a_.root, comm_, stream);
       case Coll::Gather:
         return zcollGather(a_.inplace && rank_ == a_.root ? r + per * rank_ : s, r, per, zcollFloat, a_.root, comm_,
-                           nullptr);
+                           stream);
       case Coll::Scatter:
         return zcollScatter(s, a_.inplace && rank_ == a_.root ? s + per * rank_ : r, per, zcollFloat, a_.root, comm_,
-                            nullptr);
+                            stream);
       case Coll::AllToAll:
-        return zcollAlltoAll(s, r, per, zcollFloat, comm_, nullptr);
+        return zcollAlltoAll(s, r, per, zcollFloat, comm_, stream);
       case Coll::Barrier:
-        return zcollBarrier(comm_, nullptr);
+        return zcollBarrier(comm_, stream);
     }
     return zcollInvalidArgument;
   }
 
-  void prepare(size_t count) {
-    float* s = send_.data();
-    float* r = recv_.data();
+  // Inputs and poisoned outputs in the host views, then (--device) uploaded.
+  bool prepare(size_t count) {
+    prepareHost(count);
+    return finish() && send_.upload(stream_) && recv_.upload(stream_) && finish();
+  }
+
+  void prepareHost(size_t count) {
+    float* s = send_.host();
+    float* r = recv_.host();
     size_t per = count / static_cast<size_t>(nranks_);
     switch (a_.coll) {
       case Coll::AllReduce: case Coll::Reduce:
@@ -204,8 +256,10 @@ class Runner {
     }
   }
 
+  // Wrong output elements; -1 if the device results could not be read back.
   long long wrong(size_t count) const {
-    const float* r = recv_.data();
+    if (!finish() || !send_.download(stream_) || !recv_.download(stream_) || !finish()) return -1;
+    const float* r = recv_.host();
     size_t per = count / static_cast<size_t>(nranks_);
     long long w = 0;
     switch (a_.coll) {
@@ -221,7 +275,7 @@ class Runner {
           for (size_t j = 0; j < per; ++j) w += r[q * per + j] != val(q, j);
         break;
       case Coll::ReduceScatter: {
-        const float* out = a_.inplace ? send_.data() + per * rank_ : r;
+        const float* out = a_.inplace ? send_.host() + per * rank_ : r;
         for (size_t j = 0; j < per; ++j) w += out[j] != sumAt(nranks_, rank_ * per + j);
         break;
       }
@@ -234,7 +288,7 @@ class Runner {
             for (size_t j = 0; j < per; ++j) w += r[q * per + j] != val(q, j);
         break;
       case Coll::Scatter: {
-        const float* out = a_.inplace && rank_ == a_.root ? send_.data() + per * rank_ : r;
+        const float* out = a_.inplace && rank_ == a_.root ? send_.host() + per * rank_ : r;
         for (size_t j = 0; j < per; ++j) w += out[j] != val(a_.root, rank_ * per + j);
         break;
       }
@@ -251,6 +305,8 @@ class Runner {
  private:
   const Args& a_;
   int rank_, nranks_;
+  DeviceRuntime* rt_ = nullptr;
+  DevStream stream_ = nullptr;
   Buffer send_, recv_;
 };
 
@@ -296,6 +352,8 @@ void printUsage(FILE* f, const char* prog) {
                "  --calibrate: measure the cost model afresh (ZCOLL_CALIBRATE=2), cache it, print the choices\n"
                "  -J FILE: also write the results as JSON;  --csv: CSV rows instead of the table\n"
                "  --progress / --no-progress: a progress line on stderr (default: when it is a terminal)\n"
+               "  --device: buffers in device memory (CUDA; ZCOLL_DEVICE=emulated without a GPU), each rank's\n"
+               "        ops on its own stream, timed to the stream's completion\n"
                "  -p N: start N local ranks here; without -p, join a job started by zcoll-run, torchrun,\n"
                "        mpirun or srun (zcollCommInitFromEnv)\n",
                prog);
@@ -313,8 +371,10 @@ bool parseArgs(int argc, char** argv, Args* a, std::string* error) {
   for (; i < argc; ++i) {
     const char* o = argv[i];
     const std::string_view flag(o);
-    if (flag == "--calibrate" || flag == "--csv" || flag == "--progress" || flag == "--no-progress") {
+    if (flag == "--calibrate" || flag == "--csv" || flag == "--progress" || flag == "--no-progress" ||
+        flag == "--device") {
       if (flag == "--calibrate") a->calibrate = true;
+      if (flag == "--device") a->device = true;
       if (flag == "--csv") a->csv = true;
       if (flag == "--progress" || flag == "--no-progress") a->progress = flag == "--progress" ? 1 : 0;
       continue;
@@ -421,7 +481,7 @@ long long sweep(const std::vector<zcollComm_t>& comms, const Args& a, FILE* out,
       size_t bw = std::max<size_t>(a.budget / (4 * pbytes), 1);
       warmup = static_cast<int>(std::min(static_cast<size_t>(warmup), bw));
     }
-    runner.prepare(count);
+    if (!runner.prepare(count)) return fail(ctl, zcollUnhandledCudaError);
     double tw = 0;  // slowest warm-up op of any communicator
     for (zcollComm_t c : comms) {
       if (first)  // connection and cache warm-up must not land in the first row
@@ -430,6 +490,7 @@ long long sweep(const std::vector<zcollComm_t>& comms, const Args& a, FILE* out,
       double tw0 = now();
       for (int w = 0; w < warmup; ++w)
         if (zcollResult_t r = runner.op(c, count); r != zcollSuccess) return fail(c, r);
+      if (!runner.finish()) return fail(c, zcollUnhandledCudaError);
       tw = std::max(tw, warmup > 0 ? (now() - tw0) / warmup : 0.0);
     }
     first = false;
@@ -450,6 +511,7 @@ long long sweep(const std::vector<zcollComm_t>& comms, const Args& a, FILE* out,
         double t0 = now();
         for (int it = 0; it < iters; ++it)
           if (zcollResult_t r = runner.op(comms[k], count); r != zcollSuccess) return fail(comms[k], r);
+        if (!runner.finish()) return fail(comms[k], zcollUnhandledCudaError);
         double sec = (now() - t0) / iters;
         faults[k] += static_cast<double>(minorFaults() - f0);
         if (!sumOver(comms[k], &sec)) return fail(comms[k], zcollInternalError);
@@ -468,13 +530,18 @@ long long sweep(const std::vector<zcollComm_t>& comms, const Args& a, FILE* out,
       if (!sumOver(comms[k], &faults[k])) return fail(comms[k], zcollInternalError);
       res.faults = static_cast<long long>(faults[k]);
       if (a.check) {
-        runner.prepare(count);
+        if (!runner.prepare(count)) return fail(comms[k], zcollUnhandledCudaError);
         if (zcollResult_t r = runner.op(comms[k], count); r != zcollSuccess) return fail(comms[k], r);
-        double wrongAll = static_cast<double>(runner.wrong(count));
+        const long long w = runner.wrong(count);
+        if (w < 0) return fail(comms[k], zcollUnhandledCudaError);
+        double wrongAll = static_cast<double>(w);
         if (!sumOver(comms[k], &wrongAll)) return fail(comms[k], zcollInternalError);
         res.wrong = static_cast<long long>(wrongAll);
         wrongTotal += res.wrong;
       }
+      if (zcollResult_t async = zcollSuccess; zcollCommGetAsyncError(comms[k], &async) == zcollSuccess &&
+                                                 async != zcollSuccess)
+        return fail(comms[k], async);  // a stream-ordered (--device) op failed
       res.algo = algorithmFor(comms[k], a, count, nranks);
       if (rank == 0) (*results)[k].push_back(res);
     }

@@ -37,6 +37,7 @@ struct Args {
   std::string jsonPath;    // -J FILE: also write the results as JSON
   bool csv = false;        // --csv: CSV rows instead of the table
   int progress = -1;       // --progress / --no-progress: a progress line on stderr (-1: if a terminal)
+  bool device = false;     // --device: buffers in device memory, each rank's ops on its own stream
 };
 
 inline constexpr int kMaxTrials = 15;

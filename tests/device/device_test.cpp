@@ -283,5 +283,17 @@ TEST(DeviceProcesses, ThreeProcessesOverCudaIpc) {
   }
 }
 
+// zcoll-bench --device: device buffers, a stream per rank, the check against the host's expectation.
+TEST(DeviceBench, BenchmarkOnDeviceBuffersChecksItsResults) {
+  const char* bench = std::getenv("ZCOLL_BENCH");
+  ASSERT_TRUE(bench) << "meson sets ZCOLL_BENCH";
+  for (const char* coll : {"allreduce", "allgather", "reducescatter", "broadcast"}) {
+    const CommandResult r =
+        runCommand(std::string(bench) + " " + coll + " -p 3 --device -b 8 -e 1M -f 32 -R 1 -n 3 -w 1 --no-progress");
+    EXPECT_EQ(r.status, 0) << coll << ":\n" << r.out;
+    EXPECT_NE(r.out.find("# wrong total: 0"), std::string::npos) << coll << ":\n" << r.out;
+  }
+}
+
 }  // namespace
 }  // namespace zcoll::test
