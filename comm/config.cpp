@@ -159,7 +159,11 @@ Status buildConfig(const zcollConfig_t* api, Config* out) {
   int64_t slots = c.fifoSlots;
   if (Status s = envPositive("ZCOLL_FIFO_SLOTS", 2, 64, false, &slots); !s) return s;
   c.fifoSlots = static_cast<int>(slots);
-  if (Status s = envPositive("ZCOLL_SPIN_NS", 0, int64_t{1} << 40, false, &c.spinNs); !s) return s;
+  if (const char* v = env("ZCOLL_SPIN_NS"); v && std::string_view(v) == "auto") {
+    c.spinNs = -1;  // the default, as zcoll-info shows it
+  } else if (Status s = envPositive("ZCOLL_SPIN_NS", 0, int64_t{1} << 40, false, &c.spinNs); !s) {
+    return s;
+  }
   if (Status s = envPositive("ZCOLL_YIELD_NS", 0, int64_t{1} << 40, false, &c.yieldNs); !s) return s;
   envString("ZCOLL_ALGO", &c.algo);
   int64_t check = c.check ? 1 : 0;

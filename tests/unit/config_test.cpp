@@ -47,6 +47,17 @@ TEST_F(ConfigTest, ApiThenEnvironment) {
   EXPECT_EQ(c.timeoutMs, 2500);
   EXPECT_EQ(c.chunkBytes, 64 * 1024);
   EXPECT_EQ(c.fifoSlots, 8);
+  // The defaults as zcoll-info prints them are accepted back.
+  setenv("ZCOLL_SPIN_NS", "auto", 1);
+  setenv("ZCOLL_DEVICE", "emulated", 1);
+  ASSERT_TRUE(buildConfig(&api, &c).isOk());
+  EXPECT_EQ(c.spinNs, -1);
+  EXPECT_EQ(readDeviceSetting(), "emulated");
+  setenv("ZCOLL_DEVICE", "gpu", 1);
+  Status s = buildConfig(&api, &c);
+  EXPECT_EQ(s.code(), StatusCode::InvalidArgument);
+  EXPECT_NE(s.message().find("ZCOLL_DEVICE"), std::string::npos) << s.message();
+  unsetenv("ZCOLL_DEVICE");
 }
 
 TEST_F(ConfigTest, BadValuesNameTheirSource) {
