@@ -22,22 +22,4 @@ Status DeviceExecutor::sync(Deadline deadline) {
   return Status::ok();
 }
 
-void* DeviceScratch::get(size_t bytes) {
-  if (bytes <= size_) return data_;
-  release();
-  const size_t want = (bytes + (size_t{2} << 20) - 1) & ~((size_t{2} << 20) - 1);
-  if (!rt_ || !rt_->alloc(want, &data_)) {
-    data_ = nullptr;
-    return nullptr;
-  }
-  size_ = want;
-  return data_;
-}
-
-void DeviceScratch::release() {
-  if (data_) rt_->free(data_);
-  data_ = nullptr;
-  size_ = 0;
-}
-
 }  // namespace zcoll

@@ -52,22 +52,20 @@ class DeviceExecutor {
   Status error_;
 };
 
-// A communicator's device scratch: grows to the largest size asked for, then stays.
+// A communicator's device scratch (Scratch's grow-once policy, in device memory).
 class DeviceScratch final : public Scratch {
  public:
-  DeviceScratch() = default;
-  DeviceScratch(const DeviceScratch&) = delete;
-  DeviceScratch& operator=(const DeviceScratch&) = delete;
   ~DeviceScratch() override { release(); }
   void bind(DeviceRuntime* rt) { rt_ = rt; }
 
-  void* get(size_t bytes) override;
-
  private:
-  void release();
+  void* acquire(size_t bytes) override {
+    void* p = nullptr;
+    return rt_ && rt_->alloc(bytes, &p) ? p : nullptr;
+  }
+  void drop(void* p, size_t) override { rt_->free(p); }
+
   DeviceRuntime* rt_ = nullptr;
-  void* data_ = nullptr;
-  size_t size_ = 0;
 };
 
 }  // namespace zcoll

@@ -75,9 +75,7 @@ Status parseAlgoOverride(const std::string& text, std::vector<AlgoRule>* rules) 
   rules->clear();
   std::string_view rest(text);
   while (!rest.empty()) {
-    const size_t comma = rest.find(',');
-    const std::string_view item = rest.substr(0, comma);
-    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    const std::string_view item = nextListItem(&rest);
     AlgoRule rule;
     std::string_view name = item;
     const size_t first = item.find(':');

@@ -11,43 +11,54 @@
 
 namespace zcoll {
 
-// The interface algorithms see; device operations get device memory (algorithms/device_executor.hpp).
+// What algorithms see: grow-once memory of the operation's kind (host here, device memory for device
+// operations: algorithms/device_executor.hpp), in 2 MiB multiples, kept until a larger size is asked.
 class Scratch {
  public:
+  Scratch() = default;
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
   virtual ~Scratch() = default;
-  // At least `bytes` of memory of the operation's kind, or nullptr if it cannot be had.
-  virtual void* get(size_t bytes) = 0;
-};
 
-class HostScratch final : public Scratch {
- public:
-  HostScratch() = default;
-  HostScratch(const HostScratch&) = delete;
-  HostScratch& operator=(const HostScratch&) = delete;
-  ~HostScratch() override { release(); }
-
-  // Touched memory.
-  void* get(size_t bytes) override {
+  // At least `bytes`, or nullptr if it cannot be had.
+  void* get(size_t bytes) {
     if (bytes <= size_) return data_;
     release();
-    size_t want = (bytes + (size_t{2} << 20) - 1) & ~((size_t{2} << 20) - 1);
-    void* p = ::mmap(nullptr, want, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return nullptr;
-    ::madvise(p, want, MADV_HUGEPAGE);
-    std::memset(p, 0, want);
-    data_ = p;
-    size_ = want;
+    const size_t want = (bytes + (size_t{2} << 20) - 1) & ~((size_t{2} << 20) - 1);
+    data_ = acquire(want);
+    size_ = data_ ? want : 0;
     return data_;
   }
 
- private:
+ protected:
+  virtual void* acquire(size_t bytes) = 0;  // nullptr on failure
+  virtual void drop(void* p, size_t bytes) = 0;
+  // Derived destructors call it (the base's would no longer reach their drop()).
   void release() {
-    if (data_) ::munmap(data_, size_);
+    if (data_) drop(data_, size_);
     data_ = nullptr;
     size_ = 0;
   }
+
+ private:
   void* data_ = nullptr;
   size_t size_ = 0;
+};
+
+// Mapped with huge pages where the kernel allows and touched at once.
+class HostScratch final : public Scratch {
+ public:
+  ~HostScratch() override { release(); }
+
+ private:
+  void* acquire(size_t bytes) override {
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return nullptr;
+    ::madvise(p, bytes, MADV_HUGEPAGE);
+    std::memset(p, 0, bytes);
+    return p;
+  }
+  void drop(void* p, size_t bytes) override { ::munmap(p, bytes); }
 };
 
 }  // namespace zcoll

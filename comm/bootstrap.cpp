@@ -1,8 +1,6 @@
 // bootstrap.cpp - the rank side of the bootstrap: rendezvous, ring, allGather, barrier.
 #include "comm/bootstrap.hpp"
 
-#include "comm/device.hpp"
-
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,6 +8,7 @@
 #include <fstream>
 
 #include "comm/bootstrap_wire.hpp"
+#include "comm/device.hpp"
 #include "comm/log.hpp"
 
 namespace zcoll {

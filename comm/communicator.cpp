@@ -74,11 +74,9 @@ Status Communicator::create(const UniqueIdFields& id, int nranks, int rank, cons
   }
   // One transport serves every peer: the first of ZCOLL_TRANSPORTS (default shm, tcp, ucx) that can:
   // shm only when every rank shares this host.
-  const std::string order = config.transports.empty() ? "shm,tcp,ucx" : config.transports;
-  for (size_t at = 0; at <= order.size() && !c->transport_;) {
-    const size_t comma = std::min(order.find(',', at), order.size());
-    const std::string name = order.substr(at, comma - at);
-    at = comma + 1;
+  std::string_view order = config.transports.empty() ? std::string_view("shm,tcp,ucx") : config.transports;
+  while (!order.empty() && !c->transport_) {
+    const std::string_view name = nextListItem(&order);
     Status s = Status::ok();
 #ifdef ZCOLL_HAVE_SHM
     if (name == "shm" && oneHost) s = shm::ShmTransport::create(*c->bootstrap_, config, &c->abort_, &c->transport_);
@@ -197,7 +195,7 @@ Status Communicator::execute(const OpArgs& op, const Algorithm& algoRef) {
   Transport* transport = transport_.get();
   std::optional<DeviceExecutor> dev;
   if (op.device) {
-    if (Status s = prepareDeviceTransport(); !s) {
+    if (Status s = prepareDeviceWorker(); !s) {
       recordFailure(s);
       return s;
     }
@@ -280,8 +278,6 @@ Status Communicator::submit(const OpArgs& opIn, Request** out) {
 }
 
 void Communicator::workerLoop() {
-  if (device_)
-    if (Status s = device_->setDevice(deviceId_); !s) ZCOLL_WARN(Coll, rank_, "progress thread: {}", s.message());
   std::unique_lock lock(mutex_);
   for (;;) {
     workCv_.wait(lock, [this] { return stopWorker_ || !queue_.empty(); });
@@ -290,21 +286,19 @@ void Communicator::workerLoop() {
     queue_.pop_front();
     lock.unlock();
     if (req->deviceIndex) {
-      Status ready = awaitReady(req);
-      if (!ready) recordFailure(ready);
-      req->result = ready ? execute(req->op) : std::move(ready);
-      // Failed or not, the caller's stream goes on (as NCCL's): the error is the communicator's.
+      // Stream-ordered: nobody waits for the request. A failure becomes the communicator's async
+      // error before the caller's stream moves on (as NCCL's, it goes on either way).
+      Status ready = prepareDeviceWorker();  // the device current before any device call here
+      if (ready) ready = awaitReady(req);
+      const Status s = ready ? execute(req->op) : std::move(ready);
+      if (!s && asyncError() == StatusCode::Ok) recordFailure(s);
       std::atomic_ref<uint64_t>(*deviceDone_).store(req->deviceIndex, std::memory_order_release);
-      if (req->detached && !req->result && asyncError() == StatusCode::Ok) recordFailure(req->result);
-    } else {
-      req->result = execute(req->op);
-    }
-    if (req->detached) {
       lock.lock();
       releaseRequest(req);
       pending_.fetch_sub(1);
       continue;
     }
+    req->result = execute(req->op);
     req->done.store(1, std::memory_order_release);
     req->done.notify_all();
     pending_.fetch_sub(1);
@@ -350,7 +344,6 @@ Status Communicator::submitDevice(const OpArgs& opIn, DevStream stream) {
     req->op.items = req->items.data();
   }
   req->deviceIndex = index;
-  req->detached = true;
   queue_.push_back(req);
   pending_.fetch_add(1);
   workCv_.notify_one();
@@ -405,7 +398,6 @@ Request* Communicator::acquireRequest() {
   r->result = Status::ok();
   r->items.clear();
   r->deviceIndex = 0;
-  r->detached = false;
   return r;
 }
 

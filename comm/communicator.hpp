@@ -48,7 +48,6 @@ struct Request {
   // Stream-ordered ops: the communicator's device-op counter value this op writes when done (0: not
   // stream-ordered); no one waits for them: the worker releases them.
   uint64_t deviceIndex = 0;
-  bool detached = false;
 };
 
 class Communicator {
@@ -106,10 +105,11 @@ class Communicator {
   // Device state. At creation only the plan (no device call: a host-only user of a GPU machine gets
   // no CUDA context); at the first device op, under mutex_, the local part (stream, completion
   // counter, registration of the host transport's slots); at the first device op's execution, on the
-  // progress thread, the collective part (the cuda_ipc transport: all ranks reach it in op order).
+  // progress thread, its current device and the collective part (the cuda_ipc transport: all ranks
+  // reach it in op order).
   void planDevice(bool oneHost);
   Status prepareDeviceLocked();
-  Status prepareDeviceTransport();
+  Status prepareDeviceWorker();
   void teardownDevice();
   // Waits until the work before a device op on its stream has run.
   Status awaitReady(Request* req);
@@ -134,7 +134,7 @@ class Communicator {
   std::unique_ptr<Transport> deviceTransport_;            // made and used by the progress thread
   std::atomic<Transport*> deviceTransportLive_{nullptr};  // the same, for abort() from any thread
   bool deviceLocalReady_ = false;                         // guarded by mutex_
-  bool deviceTransportTried_ = false;                     // progress thread only
+  bool workerOnDevice_ = false;                           // progress thread only
   bool cudaIpcPlanned_ = false;
   DeviceScratch deviceScratch_;
   uint64_t* deviceDone_ = nullptr;

@@ -14,13 +14,10 @@ namespace zcoll {
 namespace {
 
 // Whether ZCOLL_TRANSPORTS (empty: automatic) lets device operations use cuda_ipc.
-bool cudaIpcAllowed(const std::string& transports) {
+bool cudaIpcAllowed(std::string_view transports) {
   if (transports.empty()) return true;
-  for (size_t at = 0; at <= transports.size();) {
-    const size_t comma = std::min(transports.find(',', at), transports.size());
-    if (transports.compare(at, comma - at, "cuda_ipc") == 0) return true;
-    at = comma + 1;
-  }
+  while (!transports.empty())
+    if (nextListItem(&transports) == "cuda_ipc") return true;
   return false;
 }
 
@@ -82,9 +79,13 @@ Status Communicator::prepareDeviceLocked() {
   return Status::ok();
 }
 
-Status Communicator::prepareDeviceTransport() {
-  if (deviceTransportTried_ || !cudaIpcPlanned_) return Status::ok();
-  deviceTransportTried_ = true;
+Status Communicator::prepareDeviceWorker() {
+  if (workerOnDevice_) return Status::ok();
+  workerOnDevice_ = true;
+  // Here, not when the thread starts: cudaSetDevice creates the device's context, which a
+  // communicator used only with host buffers must not.
+  if (Status s = device_->setDevice(deviceId_); !s) return std::move(s).withContext("progress thread");
+  if (!cudaIpcPlanned_) return Status::ok();
 #ifdef ZCOLL_HAVE_CUDA_IPC
   if (Status s = cuda_ipc::create(*bootstrap_, config_, &abort_, device_, &deviceTransport_); !s)
     return std::move(s).withContext(fmt::format("rank {}: creating the cuda_ipc transport", rank_));

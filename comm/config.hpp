@@ -84,6 +84,15 @@ struct LaunchEnv {
 };
 Status readLaunchEnv(LaunchEnv* out);
 
+// The next item of a comma-separated value (ZCOLL_TRANSPORTS, ZCOLL_ALGO, ZCOLL_DEBUG_SUBSYS): returns
+// it and drops it and its comma from *rest.
+inline std::string_view nextListItem(std::string_view* rest) {
+  const size_t comma = rest->find(',');
+  const std::string_view item = rest->substr(0, comma);
+  *rest = comma == std::string_view::npos ? std::string_view() : rest->substr(comma + 1);
+  return item;
+}
+
 // "262144", "256K", "1M", "2G" (binary multiples). False if malformed or negative.
 bool parseByteSize(std::string_view s, int64_t* out);
 

@@ -173,9 +173,7 @@ class Cuda final : public DeviceRuntime {
     const int dev = currentDevice();
     CUmemAllocationProp prop = properties(dev);
     size_t gran = 0;
-    if (Status s = checkDriver(d_.granularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM), "cuMemGetAllocationGranularity");
-        !s)
-      return s;
+    if (Status s = granularity(prop, &gran); !s) return s;
     const size_t size = (bytes + gran - 1) / gran * gran;
     CUmemGenericAllocationHandle h{};
     if (Status s = checkDriver(d_.create(&h, size, &prop, 0), "cuMemCreate"); !s) return s;
@@ -194,11 +192,8 @@ class Cuda final : public DeviceRuntime {
   }
   Status importShareable(int fd, size_t mappedBytes, void** ptr) override {
     const int dev = currentDevice();
-    CUmemAllocationProp prop = properties(dev);
     size_t gran = 0;
-    if (Status s = checkDriver(d_.granularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM), "cuMemGetAllocationGranularity");
-        !s)
-      return s;
+    if (Status s = granularity(properties(dev), &gran); !s) return s;
     CUmemGenericAllocationHandle h{};
     if (Status s = checkDriver(d_.importFd(&h, reinterpret_cast<void*>(static_cast<uintptr_t>(fd)),
                                            CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
@@ -232,6 +227,9 @@ class Cuda final : public DeviceRuntime {
     prop.location.id = dev;
     prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
     return prop;
+  }
+  Status granularity(const CUmemAllocationProp& prop, size_t* out) {
+    return checkDriver(d_.granularity(out, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM), "cuMemGetAllocationGranularity");
   }
   Status mapHandle(CUmemGenericAllocationHandle h, size_t size, size_t gran, int dev, void** ptr) {
     CUdeviceptr at = 0;

@@ -44,11 +44,9 @@ void initOnce() {
     unsigned mask = 0;
     std::string_view list(s.subsystems);
     while (!list.empty()) {
-      size_t comma = list.find(',');
-      std::string_view item = list.substr(0, comma);
+      const std::string_view item = nextListItem(&list);
       for (size_t i = 0; i < std::size(kSubsysNames); ++i)
         if (item == kSubsysNames[i] || item == "all") mask |= 1u << i;
-      list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
     }
     gLogSubsysMask.store(mask, std::memory_order_relaxed);
   }

@@ -1,11 +1,11 @@
 // cuda_reduce.cu - see cuda_reduce.hpp. Built for sm_90 plus PTX (meson feature `cuda`).
 #include "algorithms/reduce/cuda_reduce.hpp"
+#include "algorithms/reduce/reduce_ops.hpp"
 
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <type_traits>
 
 namespace zcoll::cuda {
 namespace {
@@ -31,38 +31,8 @@ template <>
 struct Traits<Bf16> {
   using Compute = float;
   __device__ static float load(Bf16 v) { return __uint_as_float(static_cast<uint32_t>(v.bits) << 16); }
-  __device__ static Bf16 store(float f) {  // round to nearest even; NaN stays NaN (quiet)
-    uint32_t u = __float_as_uint(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return Bf16{static_cast<uint16_t>((u >> 16) | 0x40)};
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return Bf16{static_cast<uint16_t>(u >> 16)};
-  }
+  __device__ static Bf16 store(float f) { return Bf16{reduce_ops::bf16FromFloatBits(__float_as_uint(f))}; }
 };
-
-template <typename C>
-__device__ C addWrap(C a, C b) {
-  if constexpr (std::is_integral_v<C>) {
-    using U = std::make_unsigned_t<C>;
-    return static_cast<C>(static_cast<U>(a) + static_cast<U>(b));
-  } else {
-    return a + b;
-  }
-}
-template <typename C>
-__device__ C mulWrap(C a, C b) {
-  if constexpr (std::is_integral_v<C>) {
-    using U = std::make_unsigned_t<C>;
-    using W = std::conditional_t<(sizeof(U) < sizeof(unsigned)), unsigned, U>;
-    return static_cast<C>(static_cast<U>(static_cast<W>(static_cast<U>(a)) * static_cast<W>(static_cast<U>(b))));
-  } else {
-    return a * b;
-  }
-}
-
-struct OpSum { template <typename C> __device__ static C apply(C a, C b) { return addWrap(a, b); } };
-struct OpProd { template <typename C> __device__ static C apply(C a, C b) { return mulWrap(a, b); } };
-struct OpMax { template <typename C> __device__ static C apply(C a, C b) { return a < b ? b : a; } };
-struct OpMin { template <typename C> __device__ static C apply(C a, C b) { return b < a ? b : a; } };
 
 template <typename T, typename Op>
 __device__ T combine(T x, T y, int divisor) {
@@ -133,10 +103,10 @@ template <typename T>
 int launchOp(void* dst, void* dst2, const void* a, const void* b, size_t n, RedOp op, int divisor, cudaStream_t s,
              int maxBlocks) {
   switch (op) {
-    case RedOp::Sum: case RedOp::Avg: return launchTyped<T, OpSum>(dst, dst2, a, b, n, divisor, s, maxBlocks);
-    case RedOp::Prod: return launchTyped<T, OpProd>(dst, dst2, a, b, n, divisor, s, maxBlocks);
-    case RedOp::Max: return launchTyped<T, OpMax>(dst, dst2, a, b, n, divisor, s, maxBlocks);
-    case RedOp::Min: return launchTyped<T, OpMin>(dst, dst2, a, b, n, divisor, s, maxBlocks);
+    case RedOp::Sum: case RedOp::Avg: return launchTyped<T, reduce_ops::Sum>(dst, dst2, a, b, n, divisor, s, maxBlocks);
+    case RedOp::Prod: return launchTyped<T, reduce_ops::Prod>(dst, dst2, a, b, n, divisor, s, maxBlocks);
+    case RedOp::Max: return launchTyped<T, reduce_ops::Max>(dst, dst2, a, b, n, divisor, s, maxBlocks);
+    case RedOp::Min: return launchTyped<T, reduce_ops::Min>(dst, dst2, a, b, n, divisor, s, maxBlocks);
   }
   return static_cast<int>(cudaErrorInvalidValue);
 }

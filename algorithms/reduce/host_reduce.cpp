@@ -3,10 +3,10 @@
 
 #include "algorithms/reduce/host_reduce_f16.hpp"
 #include "algorithms/reduce/host_reduce_simd.hpp"
+#include "algorithms/reduce/reduce_ops.hpp"
 
 #include <cstdint>
 #include <cstring>
-#include <type_traits>
 
 namespace zcoll {
 namespace {
@@ -34,32 +34,6 @@ struct Traits<Bf16> {
   static Bf16 store(float v) { return Bf16{floatToBf16(v)}; }
 };
 
-template <typename C>
-C addWrap(C a, C b) {
-  if constexpr (std::is_integral_v<C>) {
-    using U = std::make_unsigned_t<C>;
-    return static_cast<C>(static_cast<U>(a) + static_cast<U>(b));
-  } else {
-    return a + b;
-  }
-}
-template <typename C>
-C mulWrap(C a, C b) {
-  if constexpr (std::is_integral_v<C>) {
-    using U = std::make_unsigned_t<C>;
-    // Promote small types to unsigned int so the product cannot overflow a signed int.
-    using W = std::conditional_t<(sizeof(U) < sizeof(unsigned)), unsigned, U>;
-    return static_cast<C>(static_cast<U>(static_cast<W>(static_cast<U>(a)) * static_cast<W>(static_cast<U>(b))));
-  } else {
-    return a * b;
-  }
-}
-
-struct OpSum { template <typename C> static C apply(C a, C b) { return addWrap(a, b); } };
-struct OpProd { template <typename C> static C apply(C a, C b) { return mulWrap(a, b); } };
-struct OpMax { template <typename C> static C apply(C a, C b) { return a < b ? b : a; } };
-struct OpMin { template <typename C> static C apply(C a, C b) { return b < a ? b : a; } };
-
 template <typename T, typename Op>
 void reduceKernel(void* dst, const void* a, const void* b, size_t n) {
   using Tr = Traits<T>;
@@ -81,10 +55,10 @@ void divideKernel(void* data, size_t n, int divisor) {
 template <typename T>
 ReduceFn forOp(RedOp op) {
   switch (op) {
-    case RedOp::Sum: case RedOp::Avg: return &reduceKernel<T, OpSum>;
-    case RedOp::Prod: return &reduceKernel<T, OpProd>;
-    case RedOp::Max: return &reduceKernel<T, OpMax>;
-    case RedOp::Min: return &reduceKernel<T, OpMin>;
+    case RedOp::Sum: case RedOp::Avg: return &reduceKernel<T, reduce_ops::Sum>;
+    case RedOp::Prod: return &reduceKernel<T, reduce_ops::Prod>;
+    case RedOp::Max: return &reduceKernel<T, reduce_ops::Max>;
+    case RedOp::Min: return &reduceKernel<T, reduce_ops::Min>;
   }
   return nullptr;
 }
@@ -111,9 +85,7 @@ float bf16ToFloat(uint16_t b) {
 uint16_t floatToBf16(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);  // quiet NaN
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
+  return reduce_ops::bf16FromFloatBits(u);
 }
 
 ReduceFn reduceFunction(DataType type, RedOp op) {

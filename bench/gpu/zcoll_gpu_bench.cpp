@@ -8,8 +8,11 @@
 //       under zcoll-run (or any launcher: zcollCommInitFromEnv): every process on GPU LOCAL_RANK %
 //       device count, cudaMalloc'd buffers, ordered on the process's stream; nccl-tests' columns
 //       (size, count, type, time, algbw, busbw, #wrong). COLL: allreduce, allgather, reducescatter.
-//   zcoll-gpu-bench nccl COLL [...]
-//       the same loop through NCCL (libnccl.so.2, opened at run time), one process per GPU.
+//   zcoll-gpu-bench nccl COLL --id FILE [...]
+//       the same loop through NCCL (libnccl.so.2, opened at run time), one process per GPU; rank 0
+//       hands NCCL's unique id to the others through FILE (absent before the run).
+// Ranks, world size and local rank come from the launcher's variables as zcoll reads them
+// (readLaunchEnv: zcoll-run, torchrun, Open MPI, PMI, Slurm).
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 #include <unistd.h>
@@ -24,6 +27,7 @@
 #include <vector>
 
 #include "algorithms/reduce/cuda_reduce.hpp"
+#include "comm/config.hpp"
 #include "zcoll/zcoll.h"
 
 namespace {
@@ -41,6 +45,7 @@ double now() { return std::chrono::duration<double>(std::chrono::steady_clock::n
 
 struct Args {
   std::string mode, coll = "allreduce";
+  std::string idFile;  // nccl: where rank 0 leaves the unique id
   size_t minBytes = 8, maxBytes = size_t{256} << 20;
   int iters = 20, warmup = 5;
 };
@@ -64,7 +69,7 @@ int usage() {
   std::fprintf(stderr,
                "usage: zcoll-gpu-bench kernels [-e maxbytes]\n"
                "       zcoll-gpu-bench coll|nccl allreduce|allgather|reducescatter [-b min] [-e max] [-n iters] "
-               "[-w warmup]\n");
+               "[-w warmup] [--id FILE (nccl)]\n");
   return 2;
 }
 
@@ -146,12 +151,6 @@ struct Lib {
   std::string name;
 };
 
-int envInt(const char* a, const char* b, int dflt) {
-  for (const char* n : {a, b})
-    if (const char* v = n ? std::getenv(n) : nullptr) return std::atoi(v);
-  return dflt;
-}
-
 bool openZcoll(Lib* lib) {
   zcollComm_t comm = nullptr;
   if (zcollCommInitFromEnv(&comm, nullptr) != zcollSuccess) {
@@ -176,8 +175,8 @@ bool openZcoll(Lib* lib) {
   return true;
 }
 
-// NCCL: the unique id goes from rank 0 to the others through a file named by ZCOLL_GPU_BENCH_ID.
-bool openNccl(Lib* lib) {
+// NCCL: the unique id goes from rank 0 to the others through the file `path`.
+bool openNccl(Lib* lib, const zcoll::LaunchEnv& env, const std::string& idFile) {
   void* h = dlopen("libnccl.so.2", RTLD_NOW);
   if (!h) {
     std::fprintf(stderr, "zcoll-gpu-bench: NCCL: %s\n", dlerror());
@@ -191,13 +190,13 @@ bool openNccl(Lib* lib) {
   lib->allReduce = reinterpret_cast<decltype(lib->allReduce)>(dlsym(h, "ncclAllReduce"));
   lib->allGather = reinterpret_cast<decltype(lib->allGather)>(dlsym(h, "ncclAllGather"));
   lib->reduceScatter = reinterpret_cast<decltype(lib->reduceScatter)>(dlsym(h, "ncclReduceScatter"));
-  const char* path = std::getenv("ZCOLL_GPU_BENCH_ID");
-  if (!getId || !init || !lib->allReduce || !path) {
-    std::fprintf(stderr, "zcoll-gpu-bench: NCCL symbols or ZCOLL_GPU_BENCH_ID missing\n");
+  if (!getId || !init || !lib->allReduce || !lib->allGather || !lib->reduceScatter || idFile.empty()) {
+    std::fprintf(stderr, "zcoll-gpu-bench: NCCL symbols missing, or no --id FILE\n");
     return false;
   }
-  lib->rank = envInt("RANK", "OMPI_COMM_WORLD_RANK", 0);
-  lib->nranks = envInt("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", 1);
+  const char* path = idFile.c_str();
+  lib->rank = std::max(env.rank, 0);
+  lib->nranks = std::max(env.size, 1);
   Id id{};
   const std::string tmp = std::string(path) + ".tmp";
   if (lib->rank == 0) {
@@ -234,10 +233,14 @@ int collectives(const Args& a, bool nccl) {
   if (!parseColl(a.coll, &coll)) return usage();
   int devices = 0;
   CHECK_CUDA(cudaGetDeviceCount(&devices));
-  const int local = envInt("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", 0);
-  CHECK_CUDA(cudaSetDevice(local % devices));  // before init: the communicator serves this device
+  zcoll::LaunchEnv env;
+  if (zcoll::Status s = zcoll::readLaunchEnv(&env); !s) {
+    std::fprintf(stderr, "zcoll-gpu-bench: %s\n", s.message().c_str());
+    return 1;
+  }
+  CHECK_CUDA(cudaSetDevice(std::max(env.localRank, 0) % devices));  // before init: the communicator serves it
   Lib lib;
-  if (!(nccl ? openNccl(&lib) : openZcoll(&lib))) return 1;
+  if (!(nccl ? openNccl(&lib, env, a.idFile) : openZcoll(&lib))) return 1;
   const int n = lib.nranks;
   cudaStream_t s;
   CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -337,6 +340,7 @@ int main(int argc, char** argv) {
     if (f == "-e" && parseSize(v, &a.maxBytes)) continue;
     if (f == "-n") { a.iters = std::max(1, std::atoi(v)); continue; }
     if (f == "-w") { a.warmup = std::max(0, std::atoi(v)); continue; }
+    if (f == "--id") { a.idFile = v; continue; }
     return usage();
   }
   if (a.mode == "kernels") return kernels(a);
