@@ -25,6 +25,9 @@
 #ifdef ZCOLL_HAVE_UCX
 #include "transport/ucx/ucx_transport.hpp"
 #endif
+#ifdef ZCOLL_HAVE_IB
+#include "transport/ib/ib_transport.hpp"
+#endif
 
 namespace zcoll {
 namespace {
@@ -33,6 +36,9 @@ const char* builtTransports() {
   return ""
 #ifdef ZCOLL_HAVE_SHM
          "shm "
+#endif
+#ifdef ZCOLL_HAVE_IB
+         "ib "
 #endif
 #ifdef ZCOLL_HAVE_TCP
          "tcp "
@@ -72,9 +78,10 @@ Status Communicator::create(const UniqueIdFields& id, int nranks, int rank, cons
     c->config_.spinNs = localRanks > cores ? 200 : 2'000;
     ZCOLL_INFO(Init, rank, "wait policy: {} ranks on this host, {} cores: spin {} ns", localRanks, cores, c->config_.spinNs);
   }
-  // One transport serves every peer: the first of ZCOLL_TRANSPORTS (default shm, tcp, ucx) that can:
-  // shm only when every rank shares this host.
-  std::string_view order = config.transports.empty() ? std::string_view("shm,tcp,ucx") : config.transports;
+  // One transport serves every peer: the first of ZCOLL_TRANSPORTS (default shm, ib, tcp, ucx) that
+  // can: shm only when every rank shares this host; ib only when every rank has an active RDMA port
+  // (unless it is the last choice left: then a rank without one is an error).
+  std::string_view order = config.transports.empty() ? std::string_view("shm,ib,tcp,ucx") : config.transports;
   while (!order.empty() && !c->transport_) {
     const std::string_view name = nextListItem(&order);
     Status s = Status::ok();
@@ -83,6 +90,9 @@ Status Communicator::create(const UniqueIdFields& id, int nranks, int rank, cons
 #endif
 #ifdef ZCOLL_HAVE_TCP
     if (name == "tcp") s = tcp::TcpTransport::create(*c->bootstrap_, config, &c->abort_, &c->transport_);
+#endif
+#ifdef ZCOLL_HAVE_IB
+    if (name == "ib") s = ib::IbTransport::create(*c->bootstrap_, config, order.empty(), &c->transport_);
 #endif
 #ifdef ZCOLL_HAVE_UCX
     if (name == "ucx") s = ucx::UcxTransport::create(*c->bootstrap_, config, &c->abort_, &c->transport_);
@@ -94,7 +104,7 @@ Status Communicator::create(const UniqueIdFields& id, int nranks, int rank, cons
       if (p.hostHash != peers[static_cast<size_t>(rank)].hostHash)
         return notSupported(
             "rank {} runs on host '{}', not this rank's ('{}', or another network/IPC namespace), and ZCOLL_TRANSPORTS='{}' "
-            "names no transport of this build that reaches another host (tcp, ucx)",
+            "names no transport of this build that reaches another host (ib, tcp, ucx)",
             p.rank, p.hostname, peers[static_cast<size_t>(rank)].hostname, config.transports);
   }
   if (!c->transport_)

@@ -71,6 +71,8 @@ class Communicator {
   Status submitDevice(const OpArgs& op, DevStream stream);
   // The device runtime this communicator serves device buffers with, or nullptr.
   DeviceRuntime* device() const { return device_; }
+  // The transport host buffers go through (shm, ib, tcp, ucx).
+  std::string_view transportName() const { return transport_->name(); }
   // The transport device operations use (cuda_ipc, or the host transport's slots), for zcoll-info.
   std::string_view deviceTransportName() const;
   // Completion of a submitted request; both release it once done.

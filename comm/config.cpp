@@ -75,13 +75,17 @@ const std::vector<ConfigVariable>& configVariables() {
       {"ZCOLL_CALIBRATION_DIR", "$XDG_CACHE_HOME/zcoll or ~/.cache/zcoll",
        "cache of measured cost models; 'none' = no cache",
        [](const Config& c, L) { return orText(c.calibrationDir, "none"); }, nullptr},
-      {"ZCOLL_TRANSPORTS", "(automatic)", "transports to use, in order of preference, comma-separated (shm, tcp, ucx)",
+      {"ZCOLL_TRANSPORTS", "(automatic)", "transports to use, in order of preference, comma-separated (shm, ib, tcp, ucx)",
        [](const Config& c, L) { return orText(c.transports, "(automatic)"); },
        [](A a) { return a.transports != nullptr; }},
       {"ZCOLL_DEVICE", "auto", "device runtime for CUDA buffers: auto (CUDA where built and a GPU is present), cuda, emulated (host emulation, for tests), none",
        [](const Config&, L) { return readDeviceSetting(); }, nullptr},
       {"ZCOLL_SOCKET_IFNAME", "(loopback)", "network interface of the bootstrap sockets",
        [](const Config& c, L) { return orText(c.socketIfname, "(loopback)"); }, nullptr},
+      {"ZCOLL_IB_HCA", "(first active port)", "ib transport: RDMA devices to use, NAME[:PORT] comma-separated, first usable wins",
+       [](const Config& c, L) { return orText(c.ibHca, "(first active port)"); }, nullptr},
+      {"ZCOLL_IB_GID_INDEX", "auto", "ib transport on RoCE: GID index (auto: the first RoCE v2 GID with an IPv4 address, else the first RoCE v2 one, else 0)",
+       [](const Config& c, L) { return c.ibGidIndex < 0 ? std::string("auto") : std::to_string(c.ibGidIndex); }, nullptr},
       {"ZCOLL_BOOTSTRAP_SECRET", "(derived)", "32 hex digits: the rendezvous secret for env launch",
        [](const Config& c, L) { return std::string(c.bootstrapSecret.empty() ? "(derived)" : "(set, not shown)"); },
        nullptr},
@@ -121,6 +125,26 @@ bool parseByteSize(std::string_view s, int64_t* out) {
   if (!parseInt(s, &v) || v < 0 || v > INT64_MAX / mul) return false;
   *out = v * mul;
   return true;
+}
+
+Status parseHcaList(std::string_view text, std::vector<std::pair<std::string, int>>* out) {
+  out->clear();
+  std::string_view rest = text;
+  while (!rest.empty()) {
+    std::string_view item = nextListItem(&rest);
+    if (item.empty()) continue;
+    int port = 0;
+    if (const size_t colon = item.find(':'); colon != std::string_view::npos) {
+      int64_t p = 0;
+      if (!parseInt(item.substr(colon + 1), &p) || p < 1 || p > 255)
+        return invalidArgument("ZCOLL_IB_HCA='{}': '{}' has no port number 1-255 after ':'", text, item);
+      port = static_cast<int>(p);
+      item = item.substr(0, colon);
+    }
+    if (item.empty()) return invalidArgument("ZCOLL_IB_HCA='{}': an entry has no device name", text);
+    out->emplace_back(std::string(item), port);
+  }
+  return Status::ok();
 }
 
 Status buildConfig(const zcollConfig_t* api, Config* out) {
@@ -184,6 +208,16 @@ Status buildConfig(const zcollConfig_t* api, Config* out) {
   if (const char* v = env("ZCOLL_DEVICE"); v && readDeviceSetting() != v)
     return invalidArgument("environment variable ZCOLL_DEVICE='{}': expected auto, cuda, emulated or none", v);
   envString("ZCOLL_SOCKET_IFNAME", &c.socketIfname);
+  envString("ZCOLL_IB_HCA", &c.ibHca);
+  std::vector<std::pair<std::string, int>> hcas;
+  if (Status s = parseHcaList(c.ibHca, &hcas); !s) return s;
+  if (const char* v = env("ZCOLL_IB_GID_INDEX"); v && std::string_view(v) == "auto") {
+    c.ibGidIndex = -1;
+  } else {
+    int64_t gid = c.ibGidIndex;
+    if (Status s = envPositive("ZCOLL_IB_GID_INDEX", 0, 255, false, &gid); !s) return s;
+    c.ibGidIndex = static_cast<int>(gid);
+  }
   envString("ZCOLL_BOOTSTRAP_SECRET", &c.bootstrapSecret);
   envString("ZCOLL_TRACE", &c.tracePath);
   if (Status s = envPositive("ZCOLL_TRACE_EVENTS", 1, int64_t{1} << 28, false, &c.traceEvents); !s) return s;

@@ -28,6 +28,8 @@ struct Config {
   std::string algo;                  // ZCOLL_ALGO: "" = automatic
   std::string transports;            // ZCOLL_TRANSPORTS: "" = automatic
   std::string socketIfname;          // ZCOLL_SOCKET_IFNAME: interface for bootstrap sockets
+  std::string ibHca;                 // ZCOLL_IB_HCA: "name[:port],...", "" = first active port
+  int ibGidIndex = -1;               // ZCOLL_IB_GID_INDEX: RoCE GID index, -1 = automatic
   std::string bootstrapSecret;       // ZCOLL_BOOTSTRAP_SECRET (32 hex digits), for env launch
   bool check = false;                // ZCOLL_CHECK: compare every collective's signature across ranks
   bool calibrate = true;             // ZCOLL_CALIBRATE: measure the cost model at init (or use the cache)
@@ -92,6 +94,9 @@ inline std::string_view nextListItem(std::string_view* rest) {
   *rest = comma == std::string_view::npos ? std::string_view() : rest->substr(comma + 1);
   return item;
 }
+
+// ZCOLL_IB_HCA: "name[:port],..." into (name, port) pairs; port 0 = any active port of that device.
+Status parseHcaList(std::string_view text, std::vector<std::pair<std::string, int>>* out);
 
 // "262144", "256K", "1M", "2G" (binary multiples). False if malformed or negative.
 bool parseByteSize(std::string_view s, int64_t* out);

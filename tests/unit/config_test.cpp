@@ -82,6 +82,32 @@ TEST_F(ConfigTest, BadValuesNameTheirSource) {
   EXPECT_NE(s.message().find("fifoSlots"), std::string::npos) << s.message();
 }
 
+TEST_F(ConfigTest, IbDeviceListAndGidIndex) {
+  std::vector<std::pair<std::string, int>> hcas;
+  ASSERT_TRUE(parseHcaList("mlx5_0:1,mlx5_1,,rxe0:2", &hcas).isOk());
+  ASSERT_EQ(hcas.size(), 3u);
+  EXPECT_EQ(hcas[0], std::make_pair(std::string("mlx5_0"), 1));
+  EXPECT_EQ(hcas[1], std::make_pair(std::string("mlx5_1"), 0));
+  EXPECT_EQ(hcas[2], std::make_pair(std::string("rxe0"), 2));
+  for (const char* bad : {"mlx5_0:", "mlx5_0:0", "mlx5_0:x", ":1", "a:300"}) {
+    Status s = parseHcaList(bad, &hcas);
+    EXPECT_EQ(s.code(), StatusCode::InvalidArgument) << bad;
+    EXPECT_NE(s.message().find("ZCOLL_IB_HCA"), std::string::npos) << s.message();
+  }
+  Config c;
+  setenv("ZCOLL_IB_GID_INDEX", "3", 1);
+  ASSERT_TRUE(buildConfig(nullptr, &c).isOk());
+  EXPECT_EQ(c.ibGidIndex, 3);
+  setenv("ZCOLL_IB_GID_INDEX", "auto", 1);
+  ASSERT_TRUE(buildConfig(nullptr, &c).isOk());
+  EXPECT_EQ(c.ibGidIndex, -1);
+  setenv("ZCOLL_IB_GID_INDEX", "256", 1);
+  Status s = buildConfig(nullptr, &c);
+  EXPECT_EQ(s.code(), StatusCode::InvalidArgument);
+  EXPECT_NE(s.message().find("ZCOLL_IB_GID_INDEX"), std::string::npos) << s.message();
+  unsetenv("ZCOLL_IB_GID_INDEX");
+}
+
 TEST_F(ConfigTest, ByteSizes) {
   int64_t v = 0;
   EXPECT_TRUE(parseByteSize("256K", &v));

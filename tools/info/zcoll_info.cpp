@@ -16,6 +16,9 @@
 #include <string>
 #include <vector>
 
+#ifdef ZCOLL_HAVE_IB
+#include "transport/ib/ib_transport.hpp"
+#endif
 #include "algorithms/registry.hpp"
 #include "comm/config.hpp"
 #include "comm/device.hpp"
@@ -73,7 +76,12 @@ void printTransports() {
 #else
   std::printf("  %-9s OFF   not built (libucx-dev not found, or meson -Ducx=disabled)\n", "ucx");
 #endif
-  std::printf("  %-9s OFF   not in this version (RDMA verbs)\n", "ib");
+#ifdef ZCOLL_HAVE_IB
+  std::printf("  %-9s on    RDMA verbs (InfiniBand, RoCE): one RC queue pair per peer, RDMA write with immediate (ZCOLL_IB_HCA, ZCOLL_IB_GID_INDEX)\n", "ib");
+  for (const std::string& line : zcoll::ib::describeDevices()) std::printf("  %-9s       %s\n", "", line.c_str());
+#else
+  std::printf("  %-9s OFF   not built (libibverbs-dev not found, or meson -Dib=disabled)\n", "ib");
+#endif
 #ifdef ZCOLL_HAVE_CUDA_IPC
   std::printf("  %-9s on    device buffers of same-host ranks: device-memory slots shared as fds (needs a device runtime)\n",
               "cuda_ipc");

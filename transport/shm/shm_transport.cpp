@@ -2,7 +2,6 @@
 #include "transport/shm/shm_transport.hpp"
 
 #include <linux/futex.h>
-#include <poll.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -116,15 +115,8 @@ Status ShmTransport::create(Bootstrap& boot, const Config& config, const std::at
       p.inData = t->mine_ + t->layout_.dataOffset(in);
     }
   }
-  // Watch the peers in other processes, to fail fast when one dies (Linux >= 5.3; else the timeout).
-  for (int r : others) {
-    const int pid = boot.peers()[r].pid;
-    if (pid == getpid()) continue;
-    const int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-    if (fd < 0) continue;
-    t->pidfds_.emplace_back(fd);
-    t->pidfdRanks_.push_back(r);
-  }
+  // Watch the peers in other processes, to fail fast when one dies.
+  t->watch_.watch(boot);
   // Nobody may write into a FIFO before its owner has mapped... the owner mapped before sending its
   // fd, and the barrier makes every mapping complete before any rank uses the transport.
   if (Status s = boot.barrier(); !s) return std::move(s).withContext("shm: barrier after mapping");
@@ -200,15 +192,6 @@ void ShmTransport::sleep(uint32_t token, int64_t maxNs) {
   timespec ts{static_cast<time_t>(maxNs / 1'000'000'000), static_cast<long>(maxNs % 1'000'000'000)};
   futex(&myHeader_->doorbell, FUTEX_WAIT, token, &ts);
   myHeader_->sleepers.fetch_sub(1, std::memory_order_seq_cst);
-}
-
-bool ShmTransport::peerExited(int peer) {
-  for (size_t i = 0; i < pidfds_.size(); ++i) {
-    if (pidfdRanks_[i] != peer) continue;
-    pollfd p{pidfds_[i].get(), POLLIN, 0};
-    return ::poll(&p, 1, 0) > 0;
-  }
-  return false;
 }
 
 void ShmTransport::forEachSlotRegion(const std::function<void(void*, size_t)>& fn) {

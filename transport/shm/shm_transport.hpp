@@ -17,6 +17,7 @@
 #include "comm/config.hpp"
 #include "comm/socket.hpp"
 #include "transport/shm/shm_layout.hpp"
+#include "transport/peer_watch.hpp"
 #include "transport/transport.hpp"
 
 namespace zcoll::shm {
@@ -45,7 +46,7 @@ class ShmTransport final : public Transport {
   void cancelSleep() override;
   void sleep(uint32_t token, int64_t maxNs) override;
   void wake() override;
-  bool peerExited(int peer) override;
+  bool peerExited(int peer) override { return watch_.exited(peer); }
   void forEachSlotRegion(const std::function<void(void*, size_t)>& fn) override;
 
  private:
@@ -71,9 +72,7 @@ class ShmTransport final : public Transport {
   uint8_t* mine_ = nullptr;
   SegmentHeader* myHeader_ = nullptr;
   std::vector<Peer> peers_;
-  // pidfds of peers in other processes (readable once the process has exited), and their ranks.
-  std::vector<Fd> pidfds_;
-  std::vector<int> pidfdRanks_;
+  PeerWatch watch_;  // peers in other processes
   // cuda_ipc: each rank's device data region as mapped here (own allocation and imports).
   DeviceRuntime* device_ = nullptr;
   std::vector<void*> deviceData_;
