@@ -12,21 +12,10 @@
 
 #include "algorithms/registry.hpp"
 #include "comm/log.hpp"
+#include "comm/transport_choice.hpp"
 #include "transport/wait.hpp"
-#ifdef ZCOLL_HAVE_SHM
-#include "transport/shm/shm_transport.hpp"
-#endif
 #ifdef ZCOLL_HAVE_CUDA_IPC
 #include "transport/cuda_ipc/cuda_ipc_transport.hpp"
-#endif
-#ifdef ZCOLL_HAVE_TCP
-#include "transport/tcp/tcp_transport.hpp"
-#endif
-#ifdef ZCOLL_HAVE_UCX
-#include "transport/ucx/ucx_transport.hpp"
-#endif
-#ifdef ZCOLL_HAVE_IB
-#include "transport/ib/ib_transport.hpp"
 #endif
 
 namespace zcoll {
@@ -78,27 +67,7 @@ Status Communicator::create(const UniqueIdFields& id, int nranks, int rank, cons
     c->config_.spinNs = localRanks > cores ? 200 : 2'000;
     ZCOLL_INFO(Init, rank, "wait policy: {} ranks on this host, {} cores: spin {} ns", localRanks, cores, c->config_.spinNs);
   }
-  // One transport serves every peer: the first of ZCOLL_TRANSPORTS (default shm, ib, tcp, ucx) that
-  // can: shm only when every rank shares this host; ib only when every rank has an active RDMA port
-  // (unless it is the last choice left: then a rank without one is an error).
-  std::string_view order = config.transports.empty() ? std::string_view("shm,ib,tcp,ucx") : config.transports;
-  while (!order.empty() && !c->transport_) {
-    const std::string_view name = nextListItem(&order);
-    Status s = Status::ok();
-#ifdef ZCOLL_HAVE_SHM
-    if (name == "shm" && oneHost) s = shm::ShmTransport::create(*c->bootstrap_, config, &c->abort_, &c->transport_);
-#endif
-#ifdef ZCOLL_HAVE_TCP
-    if (name == "tcp") s = tcp::TcpTransport::create(*c->bootstrap_, config, &c->abort_, &c->transport_);
-#endif
-#ifdef ZCOLL_HAVE_IB
-    if (name == "ib") s = ib::IbTransport::create(*c->bootstrap_, config, order.empty(), &c->transport_);
-#endif
-#ifdef ZCOLL_HAVE_UCX
-    if (name == "ucx") s = ucx::UcxTransport::create(*c->bootstrap_, config, &c->abort_, &c->transport_);
-#endif
-    if (!s) return std::move(s).withContext(fmt::format("rank {}: {} transport", rank, name));
-  }
+  if (Status s = createTransport(*c->bootstrap_, config, &c->abort_, &c->transport_); !s) return s;
   if (!c->transport_ && !oneHost) {
     for (const PeerInfo& p : peers)
       if (p.hostHash != peers[static_cast<size_t>(rank)].hostHash)

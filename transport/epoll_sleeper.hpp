@@ -29,6 +29,8 @@ class EpollSleeper {
     if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) return systemError("epoll_ctl", errno);
     return Status::ok();
   }
+  // The epoll set's descriptor: readable while one of the set's events is pending.
+  int fd() const { return epoll_.get(); }
   // Returns on an event of the set, a wake(), or after maxNs.
   void sleep(int64_t maxNs) {
     epoll_event events[16];

@@ -52,6 +52,11 @@ class Transport {
   virtual void sleep(uint32_t token, int64_t maxNs) = 0;
   // Wakes this rank's sleeper (used by abort). Callable from any thread.
   virtual void wake() = 0;
+  // A descriptor that turns readable when an event for this rank may have arrived since
+  // prepareSleep(), or -1 (the shm transport of a one-host communicator sleeps on a futex). A mixed
+  // transport sleeps on its parts' descriptors at once, then calls each part's sleep(token, 0),
+  // which must return at once and consume what woke it.
+  virtual int pollFd() const { return -1; }
   // Whether the peer's process is known to have exited. Asked by waits that already sleep, so it
   // may make a syscall. A transport that cannot tell says false (the timeout remains).
   virtual bool peerExited(int peer) {

@@ -48,10 +48,37 @@ failures=0
 port=$((20000 + $$ % 20000))
 
 # run_ranks HOSTS RANKS_PER_HOST TIMEOUT_S ARGS... : one zcoll-bench job across the hosts; the output
-# of rank 0 in $out; status 0 when every rank succeeded.
+# of rank 0 in $out; status 0 when every rank succeeded. Each rank has an IPC namespace of its own
+# (so zcoll sees HOSTS x RANKS_PER_HOST hosts), unless SHARED_IPC=1: then the ranks of a host share
+# one, as the processes of one machine do, and zcoll mixes shm inside a host with the network.
 run_ranks() {
   local hosts=$1 per=$2 limit=$3
   shift 3
+  if [[ ${SHARED_IPC:-0} == 1 ]]; then
+    local n=$((hosts * per)) pids=() status=0
+    port=$((port + 1))
+    out=$(mktemp)
+    for ((h = 0; h < hosts; h++)); do
+      # One IPC namespace per host, its ranks started inside it.
+      ip netns exec "${tag}h$h" unshare --ipc bash -c '
+        h=$1 per=$2 n=$3 port=$4 limit=$5 out=$6; shift 6; pids=()
+        for ((l = 0; l < per; l++)); do
+          r=$((h * per + l))
+          env RANK=$r WORLD_SIZE=$n LOCAL_RANK=$l LOCAL_WORLD_SIZE=$per MASTER_ADDR=10.78.0.1 MASTER_PORT=$port \
+            ZCOLL_SOCKET_IFNAME="eth$h" UCX_NET_DEVICES="eth$h" ZCOLL_CALIBRATE=0 \
+            timeout "$limit" "$@" > "$out.$r" 2>&1 &
+          pids+=($!)
+        done
+        status=0; for p in "${pids[@]}"; do wait "$p" || status=1; done; exit $status' \
+        host "$h" "$per" "$n" "$port" "$limit" "$out" "$@" &
+      pids+=($!)
+    done
+    for p in "${pids[@]}"; do wait "$p" || status=1; done
+    cat "$out.0" > "$out"
+    for ((i = 1; i < n; i++)); do grep -v '^#\|^ ' "$out.$i" >> "$out" || true; done
+    rm -f "$out".*
+    return $status
+  fi
   local n=$((hosts * per)) pids=() r=0 status=0
   port=$((port + 1))
   out=$(mktemp)
@@ -95,6 +122,30 @@ if grep -q "^  ucx  *on" <<< "$(ASAN_OPTIONS=detect_leaks=0 "$build/tools/zcoll-
   check "all-reduce over ucx, 2 hosts x 2 ranks" 2 2 allreduce ucx
 else
   echo "skipped: ucx (not in this build)"
+fi
+
+# Hosts of several ranks: shm between a host's ranks, the network between hosts (one transport
+# "shm+tcp", "shm+ucx"), checked element by element; rank 0's log names the transport.
+mixed() {  # mixed NAME HOSTS PER COLL WANT [TRANSPORTS]
+  local name=$1 hosts=$2 per=$3 coll=$4 want=$5 transports=${6:-}
+  if SHARED_IPC=1 run_ranks "$hosts" "$per" 120 env ZCOLL_DEBUG=INFO ZCOLL_DEBUG_SUBSYS=init \
+       ${transports:+ZCOLL_TRANSPORTS=$transports} "$bench" "$coll" -b 8 -e 4M -f 8 -c 1 -n 5 -w 1 -R 1 &&
+     grep -q "wrong total: 0" "$out" && grep -q "transport $want," "$out"; then
+    echo "ok: $name ($(grep -o "communicator ready: [^,]*, transport $want" "$out" | head -1))"
+  else
+    echo "FAILED: $name"; grep -v "INFO" "$out" | sed 's/^/    /' | tail -20
+    grep -o "transport [a-z+_]*," "$out" | head -2 | sed 's/^/    /'; failures=$((failures + 1))
+  fi
+  rm -f "$out"
+}
+mixed "all-reduce, 2 hosts x 2 ranks, shm inside a host" 2 2 allreduce shm+tcp
+mixed "all-reduce, 3 hosts x 2 ranks, shm inside a host" 3 2 allreduce shm+tcp
+for coll in allgather reducescatter broadcast alltoall; do
+  mixed "$coll, 2 hosts x 3 ranks, shm inside a host" 2 3 "$coll" shm+tcp
+done
+mixed "all-reduce, 2 hosts x 2 ranks, tcp only when asked" 2 2 allreduce tcp tcp
+if grep -q "^  ucx  *on" <<< "$(ASAN_OPTIONS=detect_leaks=0 "$build/tools/zcoll-info" 2>/dev/null)"; then
+  mixed "all-reduce, 2 hosts x 2 ranks, shm beside ucx" 2 2 allreduce shm+ucx shm,ucx
 fi
 
 # A host whose link goes down: the others fail within the timeout (3 s) with a clear error.

@@ -64,6 +64,7 @@ class IbTransport final : public Transport {
   void cancelSleep() override {}
   void sleep(uint32_t token, int64_t maxNs) override;
   void wake() override { sleeper_.wake(); }
+  int pollFd() const override { return sleeper_.fd(); }
   // Asked once per sleep slice of a wait on `peer`: a peer on this host is watched by its pidfd; one
   // elsewhere is probed, since a rank that only waits to receive never sends - a zero-byte RDMA
   // write, which a live peer's NIC acknowledges without waking it, and which fails when the retries

@@ -1,6 +1,7 @@
 // shm_layout.hpp - where things live in one rank's shared-memory segment (pure arithmetic).
 //
-// The segment of rank `owner` holds its header and one inbound FIFO per other rank:
+// The segment of rank `owner` holds its header and one inbound FIFO per other rank of its group (all
+// ranks, or in a mixed communicator the ranks of this host; indices below are within the group):
 //   [SegmentHeader: 4 KiB][FifoCtrl x (nranks-1)][page-aligned data: (nranks-1) x slots x slotStride]
 // (the data part in device memory instead for the cuda_ipc transport)
 // The FIFO from sender s sits at index fifoIndex(owner, s). The sender writes into the owner's
@@ -27,6 +28,8 @@ struct alignas(64) SegmentHeader {
   uint64_t nonce;
   alignas(64) std::atomic<uint32_t> doorbell;  // rung by peers whose event concerns this rank
   alignas(64) std::atomic<uint32_t> sleepers;  // > 0 while this rank sleeps on doorbell
+  // > 0 while this rank sleeps on its wake eventfd (mixed communicators: beside a network transport)
+  alignas(64) std::atomic<uint32_t> fdSleepers;
 };
 
 struct alignas(64) FifoCtrl {

@@ -2,6 +2,8 @@
 #include "transport/shm/shm_transport.hpp"
 
 #include <linux/futex.h>
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -36,9 +38,21 @@ Status mapSegment(int fd, size_t bytes, bool owner, uint8_t** out) {
 }  // namespace
 
 Status ShmTransport::create(Bootstrap& boot, const Config& config, const std::atomic<bool>* abort,
-                            std::unique_ptr<Transport>* out, DeviceRuntime* device) {
+                            std::unique_ptr<Transport>* out, DeviceRuntime* device, const std::vector<int>* members) {
   const int rank = boot.rank();
-  const int nranks = boot.nranks();
+  std::vector<int> others;
+  if (members) {
+    others = *members;
+  } else {
+    for (int r = 0; r < boot.nranks(); ++r)
+      if (r != rank) others.push_back(r);
+  }
+  // FIFO indices are positions in the group (the ranks served, and this one), in rank order.
+  std::vector<int> group = others;
+  group.push_back(rank);
+  std::sort(group.begin(), group.end());
+  auto local = [&](int r) { return static_cast<int>(std::lower_bound(group.begin(), group.end(), r) - group.begin()); };
+  const int nranks = static_cast<int>(group.size());
   Deadline deadline = Deadline::afterMs(config.timeoutMs);
   std::unique_ptr<ShmTransport> t(new ShmTransport());
   t->rank_ = rank;
@@ -48,7 +62,7 @@ Status ShmTransport::create(Bootstrap& boot, const Config& config, const std::at
   t->layout_.hostData = device == nullptr;
   t->stride_ = t->layout_.slotStride();
   const size_t bytes = t->layout_.totalBytes();
-  t->peers_.resize(static_cast<size_t>(nranks));
+  t->peers_.resize(static_cast<size_t>(boot.nranks()));
 
   Fd memfd(::memfd_create(fmt::format("zcoll-shm-r{}", rank).c_str(), MFD_CLOEXEC));
   if (!memfd.valid()) return systemError("memfd_create", errno);
@@ -66,9 +80,6 @@ Status ShmTransport::create(Bootstrap& boot, const Config& config, const std::at
   h->slotBytes = t->layout_.slotBytes;
   h->nonce = boot.nonce();
 
-  std::vector<int> others;
-  for (int r = 0; r < nranks; ++r)
-    if (r != rank) others.push_back(r);
   std::vector<Fd> fds;
   if (Status s = exchangeMemfds(boot, others, memfd.get(), deadline, abort, &fds); !s) return s;
   memfd.reset();
@@ -76,7 +87,7 @@ Status ShmTransport::create(Bootstrap& boot, const Config& config, const std::at
     // The data plane: one device region per rank holding its inbound FIFOs' slots, exported as an
     // fd, sent like the segment, imported by every peer.
     t->device_ = device;
-    t->deviceData_.assign(static_cast<size_t>(nranks), nullptr);
+    t->deviceData_.assign(static_cast<size_t>(boot.nranks()), nullptr);
     int rawFd = -1;
     if (Status s = device->allocShareable(t->layout_.deviceDataBytes(), &t->deviceData_[rank], &rawFd,
                                           &t->deviceMapped_);
@@ -103,8 +114,8 @@ Status ShmTransport::create(Bootstrap& boot, const Config& config, const std::at
           "shm: rank {}'s segment does not match this rank's (slots {} vs {}, chunk {} vs {} bytes): "
           "ZCOLL_CHUNK_SIZE and ZCOLL_FIFO_SLOTS must be the same on all ranks",
           r, p.header->slots, t->layout_.slots, p.header->slotBytes, t->layout_.slotBytes);
-    int out = Layout::fifoIndex(r, rank);
-    int in = Layout::fifoIndex(rank, r);
+    int out = Layout::fifoIndex(local(r), local(rank));
+    int in = Layout::fifoIndex(local(rank), local(r));
     p.outCtrl = reinterpret_cast<FifoCtrl*>(p.segment + t->layout_.ctrlOffset(out));
     p.inCtrl = reinterpret_cast<FifoCtrl*>(t->mine_ + t->layout_.ctrlOffset(in));
     if (device) {
@@ -114,6 +125,16 @@ Status ShmTransport::create(Bootstrap& boot, const Config& config, const std::at
       p.outData = p.segment + t->layout_.dataOffset(out);
       p.inData = t->mine_ + t->layout_.dataOffset(in);
     }
+  }
+  if (members) {
+    // Beside a network transport: sleep on an eventfd the peers write (a futex cannot be polled).
+    Fd wake(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+    if (!wake.valid()) return systemError("shm: eventfd", errno);
+    std::vector<Fd> wakeFds;
+    if (Status s = exchangeMemfds(boot, others, wake.get(), deadline, abort, &wakeFds); !s)
+      return std::move(s).withContext("shm: exchanging wake eventfds");
+    for (int r : others) t->peers_[static_cast<size_t>(r)].wakeFd = std::move(wakeFds[static_cast<size_t>(r)]);
+    t->wakeFd_ = std::move(wake);
   }
   // Watch the peers in other processes, to fail fast when one dies.
   t->watch_.watch(boot);
@@ -135,12 +156,17 @@ ShmTransport::~ShmTransport() {
     if (d) device_->freeShareable(d, deviceMapped_);
 }
 
-void ShmTransport::ring(SegmentHeader* header) {
+void ShmTransport::ring(const Peer& p) {
   // Pairs with prepareSleep(): either the sleeper sees our publish, or we see it sleeping.
   std::atomic_thread_fence(std::memory_order_seq_cst);
+  SegmentHeader* header = p.header;
   if (header->sleepers.load(std::memory_order_relaxed) != 0) {
     header->doorbell.fetch_add(1, std::memory_order_seq_cst);
     futex(&header->doorbell, FUTEX_WAKE, INT32_MAX, nullptr);
+  }
+  if (header->fdSleepers.load(std::memory_order_relaxed) != 0 && p.wakeFd.valid()) {
+    const uint64_t one = 1;
+    [[maybe_unused]] ssize_t r = ::write(p.wakeFd.get(), &one, sizeof one);
   }
 }
 
@@ -159,7 +185,7 @@ void ShmTransport::commitSend(int peer, size_t bytes) {
   Peer& p = peers_[peer];
   p.outCtrl->bytes[p.sendHead % static_cast<uint64_t>(layout_.slots)] = bytes;
   p.outCtrl->head.store(++p.sendHead, std::memory_order_release);
-  ring(p.header);
+  ring(p);
 }
 
 bool ShmTransport::tryRecv(int peer, RecvChunk* chunk) {
@@ -177,18 +203,33 @@ bool ShmTransport::tryRecv(int peer, RecvChunk* chunk) {
 void ShmTransport::releaseRecv(int peer) {
   Peer& p = peers_[peer];
   p.inCtrl->tail.store(++p.recvTail, std::memory_order_release);
-  ring(p.header);
+  ring(p);
 }
 
 uint32_t ShmTransport::prepareSleep() {
+  if (wakeFd_.valid()) {
+    myHeader_->fdSleepers.fetch_add(1, std::memory_order_seq_cst);
+    return 0;
+  }
   uint32_t token = myHeader_->doorbell.load(std::memory_order_seq_cst);
   myHeader_->sleepers.fetch_add(1, std::memory_order_seq_cst);
   return token;
 }
 
-void ShmTransport::cancelSleep() { myHeader_->sleepers.fetch_sub(1, std::memory_order_seq_cst); }
+void ShmTransport::cancelSleep() {
+  (wakeFd_.valid() ? myHeader_->fdSleepers : myHeader_->sleepers).fetch_sub(1, std::memory_order_seq_cst);
+}
 
 void ShmTransport::sleep(uint32_t token, int64_t maxNs) {
+  if (wakeFd_.valid()) {  // poll the eventfd (maxNs 0: a mixed transport polled it already), drain it
+    pollfd pfd{wakeFd_.get(), POLLIN, 0};
+    const timespec ts{static_cast<time_t>(maxNs / 1'000'000'000), static_cast<long>(maxNs % 1'000'000'000)};
+    if (maxNs > 0) ::ppoll(&pfd, 1, &ts, nullptr);
+    uint64_t v;
+    [[maybe_unused]] ssize_t r = ::read(wakeFd_.get(), &v, sizeof v);
+    myHeader_->fdSleepers.fetch_sub(1, std::memory_order_seq_cst);
+    return;
+  }
   timespec ts{static_cast<time_t>(maxNs / 1'000'000'000), static_cast<long>(maxNs % 1'000'000'000)};
   futex(&myHeader_->doorbell, FUTEX_WAIT, token, &ts);
   myHeader_->sleepers.fetch_sub(1, std::memory_order_seq_cst);
@@ -203,6 +244,10 @@ void ShmTransport::forEachSlotRegion(const std::function<void(void*, size_t)>& f
 void ShmTransport::wake() {
   myHeader_->doorbell.fetch_add(1, std::memory_order_seq_cst);
   futex(&myHeader_->doorbell, FUTEX_WAKE, INT32_MAX, nullptr);
+  if (wakeFd_.valid()) {
+    const uint64_t one = 1;
+    [[maybe_unused]] ssize_t r = ::write(wakeFd_.get(), &one, sizeof one);
+  }
 }
 
 }  // namespace zcoll::shm

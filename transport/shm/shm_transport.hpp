@@ -24,12 +24,16 @@ namespace zcoll::shm {
 
 class ShmTransport final : public Transport {
  public:
-  // Collective over the bootstrap: every rank of the communicator calls it (all must be on this host).
-  // With `device`, the FIFOs' data lives in device memory of that runtime, shared between the ranks
-  // as file descriptors over the same Unix sockets, and the segment holds only the control part:
-  // this is the cuda_ipc transport (transport/cuda_ipc/).
+  // Collective over the bootstrap: every rank of the communicator calls it. Without `members`, it
+  // serves every rank (all must be on this host). With `members` (the other ranks of this host, maybe
+  // none), it serves those only, as one part of a mixed communicator (transport/mixed_transport.hpp):
+  // then it sleeps on an eventfd its peers write (pollFd()), so that it can sleep beside a network
+  // transport. With `device`, the FIFOs' data lives in device memory of that runtime, shared between
+  // the ranks as file descriptors over the same Unix sockets, and the segment holds only the control
+  // part: this is the cuda_ipc transport (transport/cuda_ipc/).
   static Status create(Bootstrap& boot, const Config& config, const std::atomic<bool>* abort,
-                       std::unique_ptr<Transport>* out, DeviceRuntime* device = nullptr);
+                       std::unique_ptr<Transport>* out, DeviceRuntime* device = nullptr,
+                       const std::vector<int>* members = nullptr);
   ~ShmTransport() override;
 
   std::string_view name() const override { return device_ ? "cuda_ipc" : "shm"; }
@@ -47,6 +51,7 @@ class ShmTransport final : public Transport {
   void sleep(uint32_t token, int64_t maxNs) override;
   void wake() override;
   bool peerExited(int peer) override { return watch_.exited(peer); }
+  int pollFd() const override { return wakeFd_.get(); }
   void forEachSlotRegion(const std::function<void(void*, size_t)>& fn) override;
 
  private:
@@ -61,10 +66,11 @@ class ShmTransport final : public Transport {
     uint64_t cachedTail = 0;        // the peer's tail as last read
     uint64_t recvTail = 0;          // chunks I released from the peer
     uint64_t cachedHead = 0;        // the peer's head as last read
+    Fd wakeFd;                      // the peer's wake eventfd (mixed communicators)
   };
 
   ShmTransport() = default;
-  static void ring(SegmentHeader* header);
+  static void ring(const Peer& p);
 
   Layout layout_;
   int rank_ = 0;
@@ -73,6 +79,7 @@ class ShmTransport final : public Transport {
   SegmentHeader* myHeader_ = nullptr;
   std::vector<Peer> peers_;
   PeerWatch watch_;  // peers in other processes
+  Fd wakeFd_;        // mixed communicators: this rank's wake eventfd (sleep polls it), else none
   // cuda_ipc: each rank's device data region as mapped here (own allocation and imports).
   DeviceRuntime* device_ = nullptr;
   std::vector<void*> deviceData_;

@@ -37,13 +37,19 @@ Status configure(int fd) {
 }  // namespace
 
 Status TcpTransport::create(Bootstrap& boot, const Config& config, const std::atomic<bool>* abort,
-                            std::unique_ptr<Transport>* out) {
+                            std::unique_ptr<Transport>* out, const std::vector<int>* members) {
   std::unique_ptr<TcpTransport> t(new TcpTransport());
   const int n = boot.nranks();
   t->rank_ = boot.rank();
   t->chunk_ = std::max<size_t>(64, static_cast<size_t>(config.chunkBytes) / 64 * 64);  // slots stay 64-byte aligned
   t->slots_ = config.fifoSlots;
   t->peers_.resize(static_cast<size_t>(n));
+  std::vector<uint8_t> served(static_cast<size_t>(n), members ? 0 : 1);
+  if (members)
+    for (int r : *members) served[static_cast<size_t>(r)] = 1;
+  served[static_cast<size_t>(t->rank_)] = 0;
+  int lower = 0;  // served ranks below this one: they connect to it
+  for (int r = 0; r < t->rank_; ++r) lower += served[static_cast<size_t>(r)];
   const Deadline deadline = Deadline::afterMs(config.timeoutMs);
 
   // Listen where the bootstrap reaches this rank (or on ZCOLL_SOCKET_IFNAME's address).
@@ -69,13 +75,14 @@ Status TcpTransport::create(Bootstrap& boot, const Config& config, const std::at
   // Connect to the higher ranks (their listeners exist: the allGather came after them), then accept
   // the lower ones; each connection starts with the connecting rank's hello.
   for (int peer = t->rank_ + 1; peer < n; ++peer) {
+    if (!served[static_cast<size_t>(peer)]) continue;
     Fd fd;
     if (Status s = connectTcp(all[static_cast<size_t>(peer)], deadline, abort, &fd); !s)
       return std::move(s).withContext(fmt::format("tcp: connecting to rank {} at {}", peer, all[static_cast<size_t>(peer)].toString()));
     if (Status s = sendAll(fd.get(), &hello, sizeof hello, deadline, abort); !s) return s;
     t->peers_[static_cast<size_t>(peer)].fd = std::move(fd);
   }
-  for (int accepted = 0; accepted < t->rank_;) {
+  for (int accepted = 0; accepted < lower;) {
     Fd fd;
     SockAddr from;
     if (Status s = acceptOne(listener.get(), deadline, abort, &fd, &from); !s)
@@ -83,7 +90,8 @@ Status TcpTransport::create(Bootstrap& boot, const Config& config, const std::at
     Hello h{};
     if (Status s = recvAll(fd.get(), &h, sizeof h, deadline, abort); !s) continue;  // not one of ours
     if (h.magic != kHelloMagic || h.nonce != hello.nonce || std::memcmp(h.secret, hello.secret, sizeof h.secret) != 0 ||
-        h.rank < 0 || h.rank >= t->rank_ || t->peers_[static_cast<size_t>(h.rank)].fd.valid()) {
+        h.rank < 0 || h.rank >= t->rank_ || !served[static_cast<size_t>(h.rank)] ||
+        t->peers_[static_cast<size_t>(h.rank)].fd.valid()) {
       ZCOLL_WARN(Init, t->rank_, "tcp: dropped a connection from {} that is not a peer of this communicator", from.toString());
       continue;
     }
@@ -94,7 +102,7 @@ Status TcpTransport::create(Bootstrap& boot, const Config& config, const std::at
   if (Status s = t->sleeper_.init(); !s) return std::move(s).withContext("tcp");
   for (int peer = 0; peer < n; ++peer) {
     Peer& p = t->peers_[static_cast<size_t>(peer)];
-    if (peer == t->rank_) continue;
+    if (!served[static_cast<size_t>(peer)]) continue;
     if (Status s = configure(p.fd.get()); !s) return s;
     if (Status s = t->sleeper_.add(p.fd.get(), EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET); !s) return std::move(s).withContext("tcp");
     p.send.assign(static_cast<size_t>(t->slots_) * t->chunk_, 0);  // touched now: no fault in a step

@@ -24,9 +24,10 @@ namespace zcoll::tcp {
 
 class TcpTransport final : public Transport {
  public:
-  // Collective over the bootstrap.
+  // Collective over the bootstrap. With `members`, only those ranks are connected (the ranks on other
+  // hosts, in a mixed communicator); else every rank.
   static Status create(Bootstrap& boot, const Config& config, const std::atomic<bool>* abort,
-                       std::unique_ptr<Transport>* out);
+                       std::unique_ptr<Transport>* out, const std::vector<int>* members = nullptr);
   ~TcpTransport() override = default;
 
   std::string_view name() const override { return "tcp"; }
@@ -42,6 +43,7 @@ class TcpTransport final : public Transport {
   void cancelSleep() override {}
   void sleep(uint32_t, int64_t maxNs) override { sleeper_.sleep(maxNs); }
   void wake() override { sleeper_.wake(); }
+  int pollFd() const override { return sleeper_.fd(); }
   bool peerExited(int peer) override { return peers_[static_cast<size_t>(peer)].dead; }
   void progress() override { flushAll(); }
   void forEachSlotRegion(const std::function<void(void*, size_t)>& fn) override {

@@ -44,6 +44,7 @@ class UcxTransport final : public Transport {
   void cancelSleep() override {}
   void sleep(uint32_t token, int64_t maxNs) override;
   void wake() override { sleeper_.wake(); }
+  int pollFd() const override { return sleeper_.fd(); }
   bool peerExited(int peer) override { return peers_[static_cast<size_t>(peer)].dead; }
   void progress() override;
   void forEachSlotRegion(const std::function<void(void*, size_t)>& fn) override {

@@ -1,0 +1,62 @@
+// mixed_transport.hpp - one communicator over two transports: the ranks on this host through shared
+// memory, the others through a network transport (ib, tcp or ucx). Algorithms see one Transport;
+// each call goes to the part that serves the peer.
+//
+// Sleeping on both at once: prepareSleep() prepares each part (the shm part then sleeps on an eventfd
+// its peers write, not on its futex), sleep() waits in one ppoll on every part's pollFd() and this
+// transport's own eventfd (wake()), then lets each part consume what woke it (sleep(token, 0)).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/socket.hpp"
+#include "comm/status.hpp"
+#include "transport/transport.hpp"
+
+namespace zcoll {
+
+class MixedTransport final : public Transport {
+ public:
+  // local serves the peers with viaLocal[peer] != 0, remote the others.
+  static Status create(std::unique_ptr<Transport> local, std::unique_ptr<Transport> remote,
+                       std::vector<uint8_t> viaLocal, std::unique_ptr<Transport>* out);
+
+  std::string_view name() const override { return name_; }
+  size_t chunkCapacity() const override { return capacity_; }
+  int slotsPerPeer() const override { return slots_; }
+
+  bool tryAcquireSend(int peer, SendSlot* slot) override { return part(peer).tryAcquireSend(peer, slot); }
+  void commitSend(int peer, size_t bytes) override { part(peer).commitSend(peer, bytes); }
+  bool tryRecv(int peer, RecvChunk* chunk) override { return part(peer).tryRecv(peer, chunk); }
+  void releaseRecv(int peer) override { part(peer).releaseRecv(peer); }
+
+  uint32_t prepareSleep() override;
+  void cancelSleep() override;
+  void sleep(uint32_t token, int64_t maxNs) override;
+  void wake() override;
+  bool peerExited(int peer) override { return part(peer).peerExited(peer); }
+  void progress() override {
+    local_->progress();
+    remote_->progress();
+  }
+  void forEachSlotRegion(const std::function<void(void*, size_t)>& fn) override {
+    local_->forEachSlotRegion(fn);
+    remote_->forEachSlotRegion(fn);
+  }
+
+ private:
+  MixedTransport() = default;
+  Transport& part(int peer) const { return viaLocal_[static_cast<size_t>(peer)] ? *local_ : *remote_; }
+
+  std::unique_ptr<Transport> local_, remote_;
+  std::vector<uint8_t> viaLocal_;
+  std::string name_;
+  size_t capacity_ = 0;
+  int slots_ = 0;
+  uint32_t localToken_ = 0, remoteToken_ = 0;
+  Fd wake_;  // eventfd: wake() from any thread
+};
+
+}  // namespace zcoll
