@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "algorithms/cost_model.hpp"
+#include "algorithms/patterns/hosts.hpp"
 #include "algorithms/patterns/rhd.hpp"
 #include "algorithms/scratch.hpp"
 #include "comm/status.hpp"
@@ -58,6 +59,11 @@ struct AlgoContext {
   Tracer* tracer = nullptr;  // ZCOLL_TRACE, or nullptr
   // Device operations (buffers in device memory): the executor that computes on them, else nullptr.
   DeviceExecutor* device = nullptr;
+  // Which ranks share a host (hierarchical algorithms); nullptr when the context is a sub-group.
+  const patterns::HostLayout* hosts = nullptr;
+  // Avg divides final values by this (0: nranks); a sub-group phase of a hierarchical algorithm
+  // divides by the whole communicator's count once.
+  int avgDivisor = 0;
 };
 
 class Algorithm {
@@ -78,6 +84,14 @@ class Algorithm {
     (void)nranks;
     (void)m;
     return 0.0;
+  }
+  // The same two questions with the communicator's host layout, which selection and calibration
+  // ask; only the hierarchical algorithms look at the layout.
+  virtual Status supportsOn(const OpArgs& op, const patterns::HostLayout& hosts) const {
+    return supports(op, static_cast<int>(hosts.hostOf.size()));
+  }
+  virtual double costOn(const OpArgs& op, const patterns::HostLayout& hosts, const CostModel& m) const {
+    return cost(op, static_cast<int>(hosts.hostOf.size()), m);
   }
 };
 

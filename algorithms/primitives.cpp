@@ -11,7 +11,7 @@ Primitives::Primitives(const OpArgs& op, AlgoContext& ctx, std::string_view algo
     : op_(op),
       ctx_(ctx),
       algoName_(algoName),
-      nranks_(ctx.nranks),
+      divisor_(ctx.avgDivisor > 0 ? ctx.avgDivisor : ctx.nranks),
       elemSize_(dataTypeSize(op.dtype)),
       chunkElems_(ctx.chunkBytes / elemSize_),
       reduce_(reduceFunction(op.dtype, op.op)),
@@ -83,7 +83,7 @@ void Primitives::hostStep(const RecvChunk& in, const SendSlot& out, bool recv, b
   if (reduce) {
     void* target = dst ? dst : out.data;
     reduce_(target, in.data, local, n);
-    if (finalize && finalize_) finalize_(target, n, nranks_);
+    if (finalize && finalize_) finalize_(target, n, divisor_);
     value = target;
   } else if (recv) {
     if (dst) copyBytes(dst, in.data, bytes);
@@ -95,7 +95,7 @@ void Primitives::hostStep(const RecvChunk& in, const SendSlot& out, bool recv, b
 Status Primitives::deviceStep(const RecvChunk& in, const SendSlot& out, bool recv, bool send, const void* local,
                               void* dst, size_t n, bool reduce, bool finalize) {
   const size_t bytes = n * elemSize_;
-  const int divisor = finalize && finalize_ ? nranks_ : 0;
+  const int divisor = finalize && finalize_ ? divisor_ : 0;
   if (reduce) {
     // One kernel: in OP local into dst (or the slot), and into the slot too when both.
     dev_->reduce(dst ? dst : out.data, dst && send ? out.data : nullptr, in.data, local, n, op_.dtype, op_.op, divisor);
@@ -117,7 +117,7 @@ Status Primitives::deviceStep(const RecvChunk& in, const SendSlot& out, bool rec
 
 void Primitives::deviceCopy(void* dst, const void* src, size_t bytes) const { dev_->copy(dst, src, bytes); }
 
-void Primitives::deviceDivide(void* data, size_t n) const { dev_->divide(data, n, op_.dtype, nranks_); }
+void Primitives::deviceDivide(void* data, size_t n) const { dev_->divide(data, n, op_.dtype, divisor_); }
 
 Status Primitives::copyNow(void* dst, const void* src, size_t bytes) {
   if (!bytes) return Status::ok();

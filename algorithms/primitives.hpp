@@ -55,7 +55,7 @@ class Primitives {
   void finalize(void* data, size_t n) const {
     if (!finalize_ || !n) return;
     if (dev_) deviceDivide(data, n);
-    else finalize_(data, n, nranks_);
+    else finalize_(data, n, divisor_);
   }
   // bytes from src to dst now, between any memory of this operation and transport slots (send/recv
   // batches): a host copy, or a device copy waited for.
@@ -89,7 +89,7 @@ class Primitives {
   const OpArgs& op_;
   AlgoContext& ctx_;
   std::string_view algoName_;
-  int nranks_;
+  int divisor_;  // Avg divides by this: the rank count, or AlgoContext::avgDivisor
   size_t elemSize_;
   size_t chunkElems_;
   ReduceFn reduce_;

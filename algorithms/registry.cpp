@@ -27,6 +27,7 @@ namespace zcoll {
   X(treeAllReduce)          \
   X(treeBroadcast)          \
   X(treeReduce)             \
+  X(hierAllReduce)          \
   X(directGather)           \
   X(directScatter)          \
   X(directAllToAll)         \
@@ -140,7 +141,7 @@ OpArgs opOfBytes(Collective coll, size_t bytes, int nranks) {
 }  // namespace
 
 AlgorithmSelector::AlgorithmSelector(std::vector<AlgoRule> rules, CostModel model, int nranks)
-    : model_(model), nranks_(nranks) {
+    : model_(model), nranks_(nranks), hosts_(patterns::HostLayout::fromHostIds(std::vector<uint64_t>(static_cast<size_t>(nranks), 0))) {
   for (AlgoRule& r : rules) {
     ResolvedRule rr;
     for (const Algorithm* a : allAlgorithms())
@@ -168,13 +169,13 @@ const Algorithm* AlgorithmSelector::cheapest(const OpArgs& op, std::string* reas
   double bestCost = 0;
   for (const Algorithm* a : allAlgorithms()) {
     if (a->collective() != op.coll) continue;
-    Status s = a->supports(op, nranks_);
+    Status s = a->supportsOn(op, hosts_);
     if (!s) {
       *reasons += fmt::format(" {}: {};", a->name(), s.message());
       continue;
     }
     const double m = op.coll == Collective::AllReduce ? model_.measured(a->name(), bytes) : -1.0;
-    const double c = m >= 0 ? m : a->cost(op, nranks_, model_);
+    const double c = m >= 0 ? m : a->costOn(op, hosts_, model_);
     if (!best || c < bestCost) {
       best = a;
       bestCost = c;
@@ -190,13 +191,13 @@ Status AlgorithmSelector::select(const OpArgs& op, int nranks, const Algorithm**
   for (const ResolvedRule& r : rules_) {
     if ((!r.rule.anyCollective && r.rule.coll != op.coll) || bytes < r.rule.lo || bytes >= r.rule.hi) continue;
     const Algorithm* a = r.byCollective[coll];
-    if (a && a->supports(op, nranks).isOk()) {
+    if (a && a->supportsOn(op, hosts_).isOk()) {
       *out = a;
       return Status::ok();
     }
   }
   const Algorithm* a = table_[coll][sizeClass(bytes)];
-  if (a && a->supports(op, nranks).isOk()) {
+  if (a && a->supportsOn(op, hosts_).isOk()) {
     *out = a;
     return Status::ok();
   }

@@ -36,6 +36,12 @@ class AlgorithmSelector {
   AlgorithmSelector() { prepare(); }
   AlgorithmSelector(std::vector<AlgoRule> rules, CostModel model, int nranks);
   const CostModel& model() const { return model_; }
+  // Which ranks share a host (default: one host); hierarchical algorithms are chosen by it.
+  void setHosts(patterns::HostLayout hosts) {
+    hosts_ = std::move(hosts);
+    prepare();
+  }
+  const patterns::HostLayout& hosts() const { return hosts_; }
   void setModel(const CostModel& m) {
     model_ = m;
     prepare();
@@ -61,6 +67,7 @@ class AlgorithmSelector {
   std::vector<ResolvedRule> rules_;
   CostModel model_;
   int nranks_ = 1;
+  patterns::HostLayout hosts_ = patterns::HostLayout::fromHostIds({0});
   const Algorithm* table_[kNumCollectives][kSizeClasses] = {};
 };
 

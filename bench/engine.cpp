@@ -616,6 +616,7 @@ long long runAll(zcollComm_t control, const Args& args, FILE* out) {
   auto destroyAll = [&] {
     for (zcollComm_t c : comms) zcollCommDestroy(c);
   };
+  std::vector<std::string> kept;
   for (const std::string& name : names) {
     zcollUniqueId id;
     if (rank == 0 && zcollGetUniqueId(&id) != zcollSuccess) return destroyAll(), -1;
@@ -628,8 +629,19 @@ long long runAll(zcollComm_t control, const Args& args, FILE* out) {
       std::fprintf(stderr, "zcoll-bench: %s\n", zcollGetLastError(nullptr));
       return destroyAll(), -1;
     }
+    // An algorithm this communicator cannot run (hier on one host) would fall back to the automatic
+    // choice: leave it out rather than show the automatic one under its name.
+    char chosen[32] = "";
+    zcollCommAlgorithmFor(comm, collName(args.coll), 1 << 20, zcollFloat, chosen, sizeof chosen);
+    if (name != chosen) {
+      if (rank == 0) std::fprintf(out, "# %s: cannot run here, left out\n", name.c_str());
+      zcollCommDestroy(comm);
+      continue;
+    }
     comms.push_back(comm);
+    kept.push_back(name);
   }
+  names = std::move(kept);
   names.push_back("auto");
   comms.push_back(control);
   std::vector<std::vector<SizeResult>> results;

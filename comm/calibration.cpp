@@ -63,7 +63,8 @@ Status Communicator::calibrate() {
   if (nranks_ == 1) return Status::ok();
   const int n = nranks_;
   const uint64_t host = bootstrap_->peers()[0].hostHash;
-  const std::string keyText = fmt::format("{}:{}:{}:{}:{}:{}:{}:{}:{}", ZCOLL_VERSION_CODE, host, n, transport_->name(), config_.spinNs, config_.chunkBytes,
+  const std::string keyText = fmt::format("{}:{}:{}:{}x{}:{}:{}:{}:{}:{}:{}", ZCOLL_VERSION_CODE, host, n, selector_.hosts().hosts,
+                                          selector_.hosts().perHost, transport_->name(), config_.spinNs, config_.chunkBytes,
                                           config_.fifoSlots, allAlgorithms().size(), sizeof(CostModel));
   const uint64_t key = fnv1a(keyText.data(), keyText.size());
   const std::string path =
@@ -89,7 +90,10 @@ Status Communicator::calibrate() {
   std::vector<const Algorithm*> algos;
   const Algorithm* barrier = nullptr;
   for (const Algorithm* a : allAlgorithms()) {
-    if (a->collective() == Collective::AllReduce && algos.size() < std::size(CostModel{}.allReduce)) algos.push_back(a);
+    const OpArgs probeOp{Collective::AllReduce, buf, buf + kMaxFloats, kMaxFloats, DataType::Float32, RedOp::Sum};
+    if (a->collective() == Collective::AllReduce && a->supportsOn(probeOp, selector_.hosts()).isOk() &&
+        algos.size() < std::size(CostModel{}.allReduce))
+      algos.push_back(a);
     if (a->collective() == Collective::Barrier) barrier = a;
   }
   if (!barrier) return internalError("calibration needs a barrier algorithm");

@@ -68,6 +68,11 @@ Status Communicator::create(const UniqueIdFields& id, int nranks, int rank, cons
     ZCOLL_INFO(Init, rank, "wait policy: {} ranks on this host, {} cores: spin {} ns", localRanks, cores, c->config_.spinNs);
   }
   if (Status s = createTransport(*c->bootstrap_, config, &c->abort_, &c->transport_); !s) return s;
+  {
+    std::vector<uint64_t> hostIds;
+    for (const PeerInfo& p : peers) hostIds.push_back(p.hostHash);
+    c->selector_.setHosts(patterns::HostLayout::fromHostIds(hostIds));
+  }
   if (!c->transport_ && !oneHost) {
     for (const PeerInfo& p : peers)
       if (p.hostHash != peers[static_cast<size_t>(rank)].hostHash)
@@ -164,6 +169,7 @@ AlgoContext Communicator::context(Waiter* waiter, Transport* transport) {
   ctx.chunkBytes = std::min<size_t>(static_cast<size_t>(config_.chunkBytes), transport->chunkCapacity());
   ctx.scratch = &scratch_;
   ctx.tracer = tracer_.get();
+  ctx.hosts = &selector_.hosts();
   return ctx;
 }
 

@@ -132,6 +132,7 @@ mixed() {  # mixed NAME HOSTS PER COLL WANT [TRANSPORTS]
        ${transports:+ZCOLL_TRANSPORTS=$transports} "$bench" "$coll" -b 8 -e 4M -f 8 -c 1 -n 5 -w 1 -R 1 &&
      grep -q "wrong total: 0" "$out" && grep -q "transport $want," "$out"; then
     echo "ok: $name ($(grep -o "communicator ready: [^,]*, transport $want" "$out" | head -1))"
+    last_mixed_log=$(grep "communicator ready" "$out")
   else
     echo "FAILED: $name"; grep -v "INFO" "$out" | sed 's/^/    /' | tail -20
     grep -o "transport [a-z+_]*," "$out" | head -2 | sed 's/^/    /'; failures=$((failures + 1))
@@ -144,6 +145,30 @@ for coll in allgather reducescatter broadcast alltoall; do
   mixed "$coll, 2 hosts x 3 ranks, shm inside a host" 2 3 "$coll" shm+tcp
 done
 mixed "all-reduce, 2 hosts x 2 ranks, tcp only when asked" 2 2 allreduce tcp tcp
+
+# The hierarchical all-reduce (shm reduce-scatter, all-reduce across hosts, shm all-gather), forced:
+# every type x op, in and out of place, counts 0, 1, 37 and several 16 KiB chunks plus a remainder,
+# element by element (tests/proc/allreduce_check.cpp) at 2x2, 2x3 and 3x2 ranks; and zcoll-bench's
+# sizes 8 B - 4 MiB.
+for shape in "2 2" "2 3" "3 2"; do
+  name="hier all-reduce, ${shape/ /x} ranks, 10 types x 5 ops"
+  if SHARED_IPC=1 run_ranks ${shape% *} ${shape#* } 300 env ZCOLL_ALGO=allreduce:hier ZCOLL_CHUNK_SIZE=16K \
+       "$build/tests/allreduce_check" && grep -q ", 0 wrong (algorithm at [0-9]* floats: hier)" "$out"; then
+    echo "ok: $name ($(grep -o '[0-9]* cases, 0 wrong' "$out" | head -1) per rank)"
+  else
+    echo "FAILED: $name"; sed 's/^/    /' "$out" | tail -10; failures=$((failures + 1))
+  fi
+  rm -f "$out"
+  if SHARED_IPC=1 run_ranks ${shape% *} ${shape#* } 120 env ZCOLL_ALGO=allreduce:hier "$bench" allreduce -b 8 -e 4M -f 8 \
+       -c 1 -n 2 -w 1 -R 1 && grep -q "wrong total: 0" "$out" && grep -q " hier *$" "$out"; then
+    echo "ok: hier all-reduce through zcoll-bench, ${shape/ /x} ranks"
+  else
+    echo "FAILED: hier all-reduce through zcoll-bench, ${shape/ /x} ranks"; sed 's/^/    /' "$out" | tail -10
+    failures=$((failures + 1))
+  fi
+  rm -f "$out"
+done
+
 if grep -q "^  ucx  *on" <<< "$(ASAN_OPTIONS=detect_leaks=0 "$build/tools/zcoll-info" 2>/dev/null)"; then
   mixed "all-reduce, 2 hosts x 2 ranks, shm beside ucx" 2 2 allreduce shm+ucx shm,ucx
 fi

@@ -3,6 +3,7 @@
 
 #include <set>
 
+#include "algorithms/patterns/hosts.hpp"
 #include "algorithms/patterns/ring.hpp"
 
 namespace zcoll::patterns {
@@ -98,3 +99,33 @@ TEST(Chain, Positions) {
 
 }  // namespace
 }  // namespace zcoll::patterns
+
+TEST(HostLayout, HostsInOrderOfTheirLowestRank) {
+  using zcoll::patterns::HostLayout;
+  // Ranks 0, 2, 4 on host A; 1, 3, 5 on host B (interleaved launch order).
+  HostLayout l = HostLayout::fromHostIds({7, 9, 7, 9, 7, 9});
+  EXPECT_EQ(l.hosts, 2);
+  EXPECT_EQ(l.perHost, 3);
+  EXPECT_EQ(l.hostOf, (std::vector<int>{0, 1, 0, 1, 0, 1}));
+  EXPECT_EQ(l.localIndex, (std::vector<int>{0, 0, 1, 1, 2, 2}));
+  EXPECT_EQ(l.members[0], (std::vector<int>{0, 2, 4}));
+  EXPECT_EQ(l.members[1], (std::vector<int>{1, 3, 5}));
+  ASSERT_EQ(l.columns.size(), 3u);
+  EXPECT_EQ(l.columns[1], (std::vector<int>{2, 3}));
+  // Each rank's place in its column is its host: what the across-host phase runs with.
+  for (int r = 0; r < 6; ++r) EXPECT_EQ(l.columns[l.localIndex[r]][l.hostOf[r]], r);
+}
+
+TEST(HostLayout, UnevenHostsHaveNoColumns) {
+  using zcoll::patterns::HostLayout;
+  HostLayout l = HostLayout::fromHostIds({1, 1, 1, 2});
+  EXPECT_EQ(l.hosts, 2);
+  EXPECT_EQ(l.perHost, 0);
+  EXPECT_TRUE(l.columns.empty());
+  HostLayout one = HostLayout::fromHostIds({5, 5, 5});
+  EXPECT_EQ(one.hosts, 1);
+  EXPECT_EQ(one.perHost, 3);
+  HostLayout each = HostLayout::fromHostIds({1, 2, 3});
+  EXPECT_EQ(each.hosts, 3);
+  EXPECT_EQ(each.perHost, 1);
+}

@@ -1,0 +1,110 @@
+// hier_allreduce.cpp - hierarchical all-reduce for ranks on several hosts, each with the same number
+// L >= 2 of ranks (H >= 2 hosts): the network carries 1/L of the buffer per rank, in L parallel
+// streams per host, in 2(H-1) steps instead of the flat ring's 2(HL-1).
+//   1. inside each host, ring reduce-scatter: local rank i holds block i (count / L elements) reduced
+//      over its host;
+//   2. across hosts, all-reduce of block i among the ranks of local index i (one per host): ring,
+//      or halving-doubling for blocks below kRhdBelow bytes;
+//   3. inside each host, ring all-gather of the blocks.
+// The count % L elements left over go through a flat ring all-reduce. Each phase is an existing
+// algorithm run on a GroupView of its ranks; Avg sums in phase 1 and divides by HL once, at the end
+// of phase 2 (AlgoContext::avgDivisor), as a flat algorithm does.
+#include "algorithms/algorithm.hpp"
+#include "algorithms/group_view.hpp"
+
+namespace zcoll {
+
+const Algorithm& ringReduceScatter();
+const Algorithm& ringAllReduce();
+const Algorithm& ringAllGather();
+const Algorithm& rhdAllReduce();
+
+namespace {
+
+constexpr size_t kRhdBelow = 256 * 1024;
+
+class HierAllReduce final : public AlgorithmOf<Collective::AllReduce> {
+ public:
+  using AlgorithmOf::AlgorithmOf;
+
+  Status supports(const OpArgs&, int) const override {
+    return notSupported("needs ranks on several hosts (the communicator's host layout)");
+  }
+  Status supportsOn(const OpArgs&, const patterns::HostLayout& hosts) const override { return fits(hosts); }
+
+  double costOn(const OpArgs& op, const patterns::HostLayout& hosts, const CostModel& m) const override {
+    const int n = static_cast<int>(hosts.hostOf.size()), l = std::max(1, hosts.perHost), h = hosts.hosts;
+    const double s = opSize(op, n);
+    return 2.0 * (l - 1) * m.alpha + 2.0 * (l - 1) / l * s * m.beta +  // reduce-scatter + all-gather
+           2.0 * (h - 1) * m.alpha + 2.0 * (h - 1) / h * (s / l) * m.beta;  // across hosts
+  }
+
+  Status run(const OpArgs& op, AlgoContext& ctx) const override {
+    if (!ctx.hosts) return notSupported("hier: no host layout in this context");
+    const patterns::HostLayout& hl = *ctx.hosts;
+    if (Status s = fits(hl); !s) return s;
+    const int l = hl.perHost, me = ctx.rank, idx = hl.localIndex[static_cast<size_t>(me)],
+              host = hl.hostOf[static_cast<size_t>(me)];
+    const size_t es = dataTypeSize(op.dtype);
+    const size_t block = op.count / static_cast<size_t>(l), tail = op.count - block * static_cast<size_t>(l);
+    const auto* send = static_cast<const char*>(op.sendbuf);
+    auto* recv = static_cast<char*>(op.recvbuf);
+    auto sub = [&](GroupView& view, int rank, int n) {
+      AlgoContext c = ctx;
+      c.transport = &view;
+      c.rank = rank;
+      c.nranks = n;
+      c.hosts = nullptr;
+      return c;
+    };
+    if (block > 0) {
+      char* mine = recv + static_cast<size_t>(idx) * block * es;
+      GroupView local(*ctx.transport, hl.members[static_cast<size_t>(host)].data());
+      AlgoContext lc = sub(local, idx, l);
+      OpArgs rs = op;
+      if (op.op == RedOp::Avg) rs.op = RedOp::Sum;
+      rs.coll = Collective::ReduceScatter;
+      rs.count = block;
+      rs.recvbuf = mine;  // in place when sendbuf == recvbuf: NCCL's convention (recvbuf = sendbuf + idx * block)
+      if (Status s = ringReduceScatter().run(rs, lc); !s) return s;
+      GroupView column(*ctx.transport, hl.columns[static_cast<size_t>(idx)].data());
+      AlgoContext cc = sub(column, host, hl.hosts);
+      cc.avgDivisor = ctx.nranks;
+      OpArgs ar = op;
+      ar.count = block;
+      ar.sendbuf = mine;
+      ar.recvbuf = mine;
+      if (Status s = (block * es < kRhdBelow ? rhdAllReduce() : ringAllReduce()).run(ar, cc); !s) return s;
+      OpArgs ag = op;
+      ag.coll = Collective::AllGather;
+      ag.count = block;
+      ag.sendbuf = mine;  // in place: sendbuf = recvbuf + idx * block
+      ag.recvbuf = recv;
+      if (Status s = ringAllGather().run(ag, lc); !s) return s;
+    }
+    if (tail > 0) {
+      OpArgs t = op;
+      t.count = tail;
+      t.sendbuf = send + block * static_cast<size_t>(l) * es;
+      t.recvbuf = recv + block * static_cast<size_t>(l) * es;
+      AlgoContext flat = ctx;
+      flat.hosts = nullptr;
+      if (Status s = ringAllReduce().run(t, flat); !s) return s;
+    }
+    return Status::ok();
+  }
+
+ private:
+  static Status fits(const patterns::HostLayout& hosts) {
+    if (hosts.hosts < 2) return notSupported("all ranks are on one host");
+    if (hosts.perHost < 2)
+      return notSupported("{}", hosts.perHost == 0 ? "the hosts hold different numbers of ranks" : "one rank per host");
+    return Status::ok();
+  }
+};
+
+}  // namespace
+
+ZCOLL_ALGORITHM_FACTORY(hierAllReduce, HierAllReduce, "hier")
+
+}  // namespace zcoll
