@@ -262,6 +262,7 @@ TEST_P(Matrix, ElementByElement) {
   const bool rooted = coll == Coll::Reduce || coll == Coll::Broadcast || coll == Coll::Gather || coll == Coll::Scatter;
   std::vector<int> roots = {0};
   int ran = 0;
+  std::string unsupported;  // why a case was left out
   if (rooted && nranks > 1) roots.push_back(nranks - 1);
   for (zcollDataType_t type : kAllTypes) {
     for (zcollRedOp_t op : kAllOps) {
@@ -273,7 +274,10 @@ TEST_P(Matrix, ElementByElement) {
             Case k{coll, type, op, inPlace, count, root};
             OpArgs args{internal(coll), nullptr, nullptr, count, static_cast<DataType>(type), static_cast<RedOp>(op)};
             args.root = root;
-            if (!algo->supports(args, nranks).isOk()) continue;
+            if (Status s = algo->supports(args, nranks); !s) {
+              unsupported = s.message();
+              continue;
+            }
             pool.run([&](int rank, zcollComm_t comm) { runCase(k, rank, nranks, comm); });
             if (HasFatalFailure() || ::testing::Test::HasFailure()) return;
             ++ran;
@@ -282,7 +286,8 @@ TEST_P(Matrix, ElementByElement) {
       }
     }
   }
-  EXPECT_GT(ran, 0) << algoName << " ran no case at " << nranks << " ranks";
+  // A parameter no case of which the algorithm serves (rhd reduce-scatter at 3 ranks) says so.
+  if (ran == 0) GTEST_SKIP() << algoName << " serves no case at " << nranks << " ranks: " << unsupported;
 }
 
 INSTANTIATE_TEST_SUITE_P(Algorithms, Matrix, ::testing::ValuesIn(allParams()), [](const auto& info) {
