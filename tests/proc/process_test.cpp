@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <sched.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <signal.h>
@@ -241,3 +242,28 @@ TEST_F(Process, KillNineLeavesNothingBehind) {
 }
 
 }  // namespace
+
+// zcoll-run --bind core: each rank's allowed CPUs are one core's, rank r on the (r mod cores)-th core.
+TEST_F(Process, BindPinsEachRankToACore) {
+  cpu_set_t mine;
+  ASSERT_EQ(sched_getaffinity(0, sizeof mine, &mine), 0);
+  if (CPU_COUNT(&mine) < 2) GTEST_SKIP() << "this process may use one CPU: nothing to tell ranks apart by";
+  Result r = runCommand(run_ + " -n 2 --tag-output --bind core --report-bindings sh -c 'grep Cpus_allowed_list /proc/self/status'");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("rank 0 bound to core 0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rank 1 bound to core 1"), std::string::npos) << r.out;
+  // Each rank's list is the CPUs reported for its core, and the two differ.
+  std::string lists[2];
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string tagLine = "[" + std::to_string(rank) + "] Cpus_allowed_list:\t";
+    const size_t at = r.out.find(tagLine);
+    ASSERT_NE(at, std::string::npos) << r.out;
+    lists[rank] = r.out.substr(at + tagLine.size(), r.out.find('\n', at) - at - tagLine.size());
+    EXPECT_NE(r.out.find("rank " + std::to_string(rank) + " bound to core " + std::to_string(rank) + ": CPUs " + lists[rank]),
+              std::string::npos) << r.out;
+  }
+  EXPECT_NE(lists[0], lists[1]) << r.out;
+  Result bad = runCommand(run_ + " -n 2 --bind socket true");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_NE(bad.out.find("--bind socket: expected none, core, numa or package"), std::string::npos) << bad.out;
+}

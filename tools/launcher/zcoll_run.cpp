@@ -1,12 +1,13 @@
 // zcoll_run.cpp - zcoll-run: starts N local ranks of a program, torchrun-style.
 //
-//   zcoll-run -n N [--tag-output] [--timeout SEC] PROG ARGS...
+//   zcoll-run -n N [--tag-output] [--timeout SEC] [--bind none|core|numa|package] [--report-bindings] PROG ARGS...
 //
 // Each rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1, a free
 // MASTER_PORT and a fresh ZCOLL_BOOTSTRAP_SECRET, so zcollCommInitFromEnv joins them into one job.
 // If a rank fails (non-zero exit or a signal) the others get SIGTERM, then SIGKILL after a grace
 // period, and zcoll-run exits with the failing rank's status (128 + signal for a signal).
 // SIGINT/SIGTERM/SIGHUP are forwarded to every rank. --tag-output prefixes each line with [rank].
+// --bind pins each rank to its own core / NUMA node / package (hwloc; tools/launcher/binding.hpp).
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -25,6 +26,8 @@
 #include <cstring>
 #include <string>
 #include <vector>
+
+#include "tools/launcher/binding.hpp"
 
 namespace {
 
@@ -45,7 +48,10 @@ void usage(FILE* f) {
                "  starts N local ranks of PROG with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,\n"
                "  MASTER_ADDR, MASTER_PORT and ZCOLL_BOOTSTRAP_SECRET set (zcollCommInitFromEnv reads them).\n"
                "  --tag-output   prefix every output line with [rank]\n"
-               "  --timeout SEC  stop all ranks (and fail) after SEC seconds\n");
+               "  --timeout SEC  stop all ranks (and fail) after SEC seconds\n"
+               "  --bind KIND    pin rank r to the (r mod count)-th core, numa node or package of the CPUs\n"
+               "                 this launcher may use (hwloc; default none)\n"
+               "  --report-bindings  print where each rank is pinned\n");
 }
 
 int freePort() {
@@ -111,6 +117,8 @@ int main(int argc, char** argv) {
   int n = 0;
   bool tag = false;
   double timeoutSec = 0;
+  std::string bind = "none";
+  bool reportBindings = false;
   int i = 1;
   for (; i < argc; ++i) {
     std::string a = argv[i];
@@ -128,6 +136,11 @@ int main(int argc, char** argv) {
     } else if (a == "--timeout") {
       if (i + 1 >= argc) { usage(stderr); return 2; }
       timeoutSec = std::atof(argv[++i]);
+    } else if (a == "--bind") {
+      if (i + 1 >= argc) { usage(stderr); return 2; }
+      bind = argv[++i];
+    } else if (a == "--report-bindings") {
+      reportBindings = true;
     } else if (a == "-h" || a == "--help") {
       usage(stdout);
       return 0;
@@ -146,6 +159,18 @@ int main(int argc, char** argv) {
     usage(stderr);
     return 2;
   }
+  std::vector<zcoll::launcher::Binding> bindings;
+  std::string bindError;
+  if (!zcoll::launcher::planBinding(bind, n, &bindings, &bindError)) {
+    std::fprintf(stderr, "zcoll-run: %s\n", bindError.c_str());
+    return 2;
+  }
+  if (reportBindings)
+    for (int r = 0; r < n; ++r)
+      std::fprintf(stderr, "zcoll-run: rank %d %s\n", r,
+                   bindings.empty() ? "not bound (--bind none)"
+                                    : ("bound to " + bindings[static_cast<size_t>(r)].object + ": CPUs " +
+                                       bindings[static_cast<size_t>(r)].cpus).c_str());
   int port = freePort();
   std::string secret = randomHex();
   if (port < 0 || secret.empty()) {
@@ -200,6 +225,11 @@ int main(int argc, char** argv) {
       setenv("MASTER_ADDR", "127.0.0.1", 1);
       setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
       setenv("ZCOLL_BOOTSTRAP_SECRET", secret.c_str(), 1);
+      if (!bindings.empty() && !zcoll::launcher::applyBinding(bindings[static_cast<size_t>(rank)])) {
+        std::fprintf(stderr, "zcoll-run: rank %d: binding to CPUs %s: %s\n", rank,
+                     bindings[static_cast<size_t>(rank)].cpus.c_str(), std::strerror(errno));
+        _exit(127);
+      }
       execvp(argv[i], argv + i);
       std::fprintf(stderr, "zcoll-run: cannot run %s: %s\n", argv[i], std::strerror(errno));
       _exit(127);
