@@ -82,6 +82,8 @@ const std::vector<ConfigVariable>& configVariables() {
        [](const Config&, L) { return readDeviceSetting(); }, nullptr},
       {"ZCOLL_SOCKET_IFNAME", "(loopback)", "network interface of the bootstrap sockets",
        [](const Config& c, L) { return orText(c.socketIfname, "(loopback)"); }, nullptr},
+      {"ZCOLL_SOCKETS_PER_PEER", "1", "tcp transport: connections per peer, 1 to 16 (frame f on connection f mod K); the same on all ranks",
+       [](const Config& c, L) { return std::to_string(c.socketsPerPeer); }, nullptr},
       {"ZCOLL_IB_HCA", "(first active port)", "ib transport: RDMA devices to use, NAME[:PORT] comma-separated, first usable wins",
        [](const Config& c, L) { return orText(c.ibHca, "(first active port)"); }, nullptr},
       {"ZCOLL_IB_GID_INDEX", "auto", "ib transport on RoCE: GID index (auto: the first RoCE v2 GID with an IPv4 address, else the first RoCE v2 one, else 0)",
@@ -208,6 +210,9 @@ Status buildConfig(const zcollConfig_t* api, Config* out) {
   if (const char* v = env("ZCOLL_DEVICE"); v && readDeviceSetting() != v)
     return invalidArgument("environment variable ZCOLL_DEVICE='{}': expected auto, cuda, emulated or none", v);
   envString("ZCOLL_SOCKET_IFNAME", &c.socketIfname);
+  int64_t sockets = c.socketsPerPeer;
+  if (Status s = envPositive("ZCOLL_SOCKETS_PER_PEER", 1, 16, false, &sockets); !s) return s;
+  c.socketsPerPeer = static_cast<int>(sockets);
   envString("ZCOLL_IB_HCA", &c.ibHca);
   std::vector<std::pair<std::string, int>> hcas;
   if (Status s = parseHcaList(c.ibHca, &hcas); !s) return s;

@@ -28,6 +28,7 @@ struct Config {
   std::string algo;                  // ZCOLL_ALGO: "" = automatic
   std::string transports;            // ZCOLL_TRANSPORTS: "" = automatic
   std::string socketIfname;          // ZCOLL_SOCKET_IFNAME: interface for bootstrap sockets
+  int socketsPerPeer = 1;            // ZCOLL_SOCKETS_PER_PEER: tcp connections per peer (1-16)
   std::string ibHca;                 // ZCOLL_IB_HCA: "name[:port],...", "" = first active port
   int ibGidIndex = -1;               // ZCOLL_IB_GID_INDEX: RoCE GID index, -1 = automatic
   std::string bootstrapSecret;       // ZCOLL_BOOTSTRAP_SECRET (32 hex digits), for env launch

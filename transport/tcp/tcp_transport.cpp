@@ -22,7 +22,8 @@ struct Hello {
   uint64_t nonce;
   uint8_t secret[16];
   int32_t rank;
-  int32_t pad;
+  int16_t stream;   // which of the connector's connections to this rank
+  int16_t streams;  // its ZCOLL_SOCKETS_PER_PEER (must be this rank's)
 };
 
 Status configure(int fd) {
@@ -43,6 +44,7 @@ Status TcpTransport::create(Bootstrap& boot, const Config& config, const std::at
   t->rank_ = boot.rank();
   t->chunk_ = std::max<size_t>(64, static_cast<size_t>(config.chunkBytes) / 64 * 64);  // slots stay 64-byte aligned
   t->slots_ = config.fifoSlots;
+  t->streams_ = config.socketsPerPeer;
   t->peers_.resize(static_cast<size_t>(n));
   std::vector<uint8_t> served(static_cast<size_t>(n), members ? 0 : 1);
   if (members)
@@ -62,7 +64,7 @@ Status TcpTransport::create(Bootstrap& boot, const Config& config, const std::at
   addr.setPort(0);
   Fd listener;
   SockAddr bound;
-  if (Status s = listenTcp(addr, n, &listener, &bound); !s) return std::move(s).withContext("tcp: listening socket");
+  if (Status s = listenTcp(addr, n * t->streams_, &listener, &bound); !s) return std::move(s).withContext("tcp: listening socket");
   std::vector<SockAddr> all(static_cast<size_t>(n));
   all[static_cast<size_t>(t->rank_)] = bound;
   if (Status s = boot.allGather(all.data(), sizeof(SockAddr)); !s) return s;
@@ -72,30 +74,42 @@ Status TcpTransport::create(Bootstrap& boot, const Config& config, const std::at
   hello.nonce = boot.nonce();
   std::memcpy(hello.secret, boot.secret().data(), sizeof hello.secret);
   hello.rank = t->rank_;
-  // Connect to the higher ranks (their listeners exist: the allGather came after them), then accept
-  // the lower ones; each connection starts with the connecting rank's hello.
+  hello.streams = static_cast<int16_t>(t->streams_);
+  for (Peer& p : t->peers_) p.streams.resize(static_cast<size_t>(t->streams_));
+  // Connect to the higher ranks (their listeners exist: the allGather came after them), K
+  // connections each, then accept the lower ones'; each connection starts with its hello.
   for (int peer = t->rank_ + 1; peer < n; ++peer) {
     if (!served[static_cast<size_t>(peer)]) continue;
-    Fd fd;
-    if (Status s = connectTcp(all[static_cast<size_t>(peer)], deadline, abort, &fd); !s)
-      return std::move(s).withContext(fmt::format("tcp: connecting to rank {} at {}", peer, all[static_cast<size_t>(peer)].toString()));
-    if (Status s = sendAll(fd.get(), &hello, sizeof hello, deadline, abort); !s) return s;
-    t->peers_[static_cast<size_t>(peer)].fd = std::move(fd);
+    for (int j = 0; j < t->streams_; ++j) {
+      Fd fd;
+      if (Status s = connectTcp(all[static_cast<size_t>(peer)], deadline, abort, &fd); !s)
+        return std::move(s).withContext(fmt::format("tcp: connecting to rank {} at {}", peer, all[static_cast<size_t>(peer)].toString()));
+      hello.stream = static_cast<int16_t>(j);
+      if (Status s = sendAll(fd.get(), &hello, sizeof hello, deadline, abort); !s) return s;
+      t->peers_[static_cast<size_t>(peer)].streams[static_cast<size_t>(j)].fd = std::move(fd);
+    }
   }
-  for (int accepted = 0; accepted < lower;) {
+  for (int accepted = 0; accepted < lower * t->streams_;) {
     Fd fd;
     SockAddr from;
     if (Status s = acceptOne(listener.get(), deadline, abort, &fd, &from); !s)
-      return std::move(s).withContext(fmt::format("tcp: waiting for {} lower rank(s) to connect", t->rank_ - accepted));
+      return std::move(s).withContext(fmt::format("tcp: waiting for {} connection(s) from lower ranks", lower * t->streams_ - accepted));
     Hello h{};
     if (Status s = recvAll(fd.get(), &h, sizeof h, deadline, abort); !s) continue;  // not one of ours
     if (h.magic != kHelloMagic || h.nonce != hello.nonce || std::memcmp(h.secret, hello.secret, sizeof h.secret) != 0 ||
-        h.rank < 0 || h.rank >= t->rank_ || !served[static_cast<size_t>(h.rank)] ||
-        t->peers_[static_cast<size_t>(h.rank)].fd.valid()) {
+        h.rank < 0 || h.rank >= t->rank_ || !served[static_cast<size_t>(h.rank)]) {
       ZCOLL_WARN(Init, t->rank_, "tcp: dropped a connection from {} that is not a peer of this communicator", from.toString());
       continue;
     }
-    t->peers_[static_cast<size_t>(h.rank)].fd = std::move(fd);
+    if (h.streams != t->streams_)
+      return invalidUsage("tcp: rank {} opens {} connections per peer and rank {} {}: ZCOLL_SOCKETS_PER_PEER must be the "
+                          "same on all ranks", h.rank, h.streams, t->rank_, t->streams_);
+    if (h.stream < 0 || h.stream >= t->streams_ ||
+        t->peers_[static_cast<size_t>(h.rank)].streams[static_cast<size_t>(h.stream)].fd.valid()) {
+      ZCOLL_WARN(Init, t->rank_, "tcp: dropped a duplicate connection from {} (rank {})", from.toString(), h.rank);
+      continue;
+    }
+    t->peers_[static_cast<size_t>(h.rank)].streams[static_cast<size_t>(h.stream)].fd = std::move(fd);
     ++accepted;
   }
 
@@ -103,12 +117,18 @@ Status TcpTransport::create(Bootstrap& boot, const Config& config, const std::at
   for (int peer = 0; peer < n; ++peer) {
     Peer& p = t->peers_[static_cast<size_t>(peer)];
     if (!served[static_cast<size_t>(peer)]) continue;
-    if (Status s = configure(p.fd.get()); !s) return s;
-    if (Status s = t->sleeper_.add(p.fd.get(), EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET); !s) return std::move(s).withContext("tcp");
+    for (int j = 0; j < t->streams_; ++j) {
+      Stream& st = p.streams[static_cast<size_t>(j)];
+      st.sendFrame = st.recvFrame = static_cast<uint64_t>(j);
+      if (Status s = configure(st.fd.get()); !s) return s;
+      if (Status s = t->sleeper_.add(st.fd.get(), EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET); !s)
+        return std::move(s).withContext("tcp");
+    }
     p.send.assign(static_cast<size_t>(t->slots_) * t->chunk_, 0);  // touched now: no fault in a step
     p.sendBytes.assign(static_cast<size_t>(t->slots_), 0);
     p.recv.assign(static_cast<size_t>(t->slots_) * t->chunk_, 0);
     p.recvBytes.assign(static_cast<size_t>(t->slots_), 0);
+    p.arrived.assign(static_cast<size_t>(t->slots_), 0);
   }
   // Everyone is connected before anyone sends.
   if (Status s = boot.barrier(); !s) return s;
@@ -123,15 +143,17 @@ void TcpTransport::markDead(Peer& p) {
   }
 }
 
-void TcpTransport::flush(Peer& p) {
-  while (p.sendDone < p.sendHead && !p.dead) {
-    // Up to 4 pending frames in one sendmsg: each its 4-byte length (kept apart, so that the slots
-    // stay aligned for the reductions that write them) and its bytes; the first may be half sent.
+void TcpTransport::flushStream(Peer& p, Stream& st) {
+  const uint64_t k = static_cast<uint64_t>(streams_);
+  while (st.sendFrame < p.sendHead && !p.dead) {
+    // Up to 4 of this stream's pending frames in one sendmsg: each its 4-byte length (kept apart, so
+    // that the slots stay aligned for the reductions that write them) and its bytes; the first may
+    // be half sent.
     iovec iov[8];
     int count = 0;
-    for (uint64_t f = p.sendDone; f < p.sendHead && count < 8; ++f) {
+    for (uint64_t f = st.sendFrame; f < p.sendHead && count < 8; f += k) {
       const size_t slot = static_cast<size_t>(f % static_cast<uint64_t>(slots_));
-      const size_t skip = f == p.sendDone ? p.sendOffset : 0;
+      const size_t skip = f == st.sendFrame ? st.sendOffset : 0;
       if (skip < 4) iov[count++] = iovec{reinterpret_cast<uint8_t*>(&p.sendBytes[slot]) + skip, 4 - skip};
       uint8_t* data = p.send.data() + slot * chunk_;
       const size_t into = skip > 4 ? skip - 4 : 0;
@@ -140,7 +162,7 @@ void TcpTransport::flush(Peer& p) {
     msghdr msg{};
     msg.msg_iov = iov;
     msg.msg_iovlen = static_cast<size_t>(count);
-    const ssize_t sent = ::sendmsg(p.fd.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    const ssize_t sent = ::sendmsg(st.fd.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (sent < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) return;  // EPOLLOUT will say when
       if (errno == EINTR) continue;
@@ -149,38 +171,52 @@ void TcpTransport::flush(Peer& p) {
     }
     size_t left = static_cast<size_t>(sent);
     while (left > 0) {  // retire whole frames, then note how far into the next one it went
-      const size_t slot = static_cast<size_t>(p.sendDone % static_cast<uint64_t>(slots_));
-      const size_t rest = 4 + p.sendBytes[slot] - p.sendOffset;
+      const size_t slot = static_cast<size_t>(st.sendFrame % static_cast<uint64_t>(slots_));
+      const size_t rest = 4 + p.sendBytes[slot] - st.sendOffset;
       if (left < rest) {
-        p.sendOffset += left;
+        st.sendOffset += left;
         break;
       }
       left -= rest;
-      ++p.sendDone;
-      p.sendOffset = 0;
+      st.sendFrame += k;
+      st.sendOffset = 0;
     }
-    if (p.sendDone == p.sendHead) --pendingPeers_;
   }
+}
+
+void TcpTransport::flush(Peer& p) {
+  if (p.dead) return;
+  uint64_t done = p.sendHead;
+  for (Stream& st : p.streams) {
+    flushStream(p, st);
+    done = std::min(done, st.sendFrame);
+  }
+  if (p.dead) return;  // markDead settled pendingPeers_
+  const bool wasPending = p.sendDone < p.sendHead;
+  p.sendDone = done;
+  if (wasPending && p.sendDone == p.sendHead) --pendingPeers_;
 }
 
 void TcpTransport::flushAll() {
   if (pendingPeers_ == 0) return;
   for (Peer& p : peers_)
-    if (p.sendDone < p.sendHead) flush(p);
+    if (p.sendDone < p.sendHead && !p.dead) flush(p);
 }
 
-void TcpTransport::pull(Peer& p) {
-  while (!p.dead && p.recvFilled - p.recvTail < static_cast<uint64_t>(slots_)) {
-    const size_t slot = static_cast<size_t>(p.recvFilled % static_cast<uint64_t>(slots_));
-    if (p.recvOffset >= 4 && p.header > chunk_) {  // not our framing: treat the peer as gone
-      ZCOLL_WARN(Coll, rank_, "tcp: a frame of {} bytes exceeds the {}-byte chunk: dropping the connection", p.header, chunk_);
+void TcpTransport::pullStream(Peer& p, Stream& st) {
+  const uint64_t k = static_cast<uint64_t>(streams_);
+  while (!p.dead && st.recvFrame - p.recvTail < static_cast<uint64_t>(slots_)) {
+    const size_t slot = static_cast<size_t>(st.recvFrame % static_cast<uint64_t>(slots_));
+    if (st.recvOffset >= 4 && st.header > chunk_) {  // not our framing: treat the peer as gone
+      ZCOLL_WARN(Coll, rank_, "tcp: a frame of {} bytes exceeds the {}-byte chunk: dropping the connection", st.header, chunk_);
       markDead(p);
       return;
     }
-    if (p.recvOffset >= 4 && p.recvOffset == 4 + p.header) {  // complete (an empty frame has no payload)
-      p.recvBytes[slot] = p.header;
-      ++p.recvFilled;
-      p.recvOffset = 0;
+    if (st.recvOffset >= 4 && st.recvOffset == 4 + st.header) {  // complete (an empty frame has no payload)
+      p.recvBytes[slot] = st.header;
+      p.arrived[slot] = 1;
+      st.recvFrame += k;
+      st.recvOffset = 0;
       continue;
     }
     // The rest of this frame and, where a slot is free for it, the next frame's length: one call
@@ -188,13 +224,13 @@ void TcpTransport::pull(Peer& p) {
     iovec iov[2];
     int count = 1;
     uint32_t next = 0;
-    if (p.recvOffset < 4) {
-      iov[0] = iovec{reinterpret_cast<uint8_t*>(&p.header) + p.recvOffset, 4 - p.recvOffset};
+    if (st.recvOffset < 4) {
+      iov[0] = iovec{reinterpret_cast<uint8_t*>(&st.header) + st.recvOffset, 4 - st.recvOffset};
     } else {
-      iov[0] = iovec{p.recv.data() + slot * chunk_ + (p.recvOffset - 4), 4 + p.header - p.recvOffset};
-      if (p.recvFilled + 1 - p.recvTail < static_cast<uint64_t>(slots_)) iov[count++] = iovec{&next, 4};
+      iov[0] = iovec{p.recv.data() + slot * chunk_ + (st.recvOffset - 4), 4 + st.header - st.recvOffset};
+      if (st.recvFrame + k - p.recvTail < static_cast<uint64_t>(slots_)) iov[count++] = iovec{&next, 4};
     }
-    const ssize_t got = ::readv(p.fd.get(), iov, count);
+    const ssize_t got = ::readv(st.fd.get(), iov, count);
     if (got < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) return;
       if (errno == EINTR) continue;
@@ -206,13 +242,25 @@ void TcpTransport::pull(Peer& p) {
       return;
     }
     const size_t first = std::min(static_cast<size_t>(got), iov[0].iov_len);
-    p.recvOffset += first;
+    st.recvOffset += first;
     if (static_cast<size_t>(got) > first) {  // this frame is complete and the next one began
-      p.recvBytes[slot] = p.header;
-      ++p.recvFilled;
-      p.recvOffset = static_cast<size_t>(got) - first;
-      std::memcpy(&p.header, &next, p.recvOffset);
+      p.recvBytes[slot] = st.header;
+      p.arrived[slot] = 1;
+      st.recvFrame += k;
+      st.recvOffset = static_cast<size_t>(got) - first;
+      std::memcpy(&st.header, &next, st.recvOffset);
     }
+  }
+}
+
+void TcpTransport::pull(Peer& p) {
+  for (Stream& st : p.streams) pullStream(p, st);
+  // Frames in order: what arrived on any stream counts once every earlier frame has.
+  for (;;) {
+    uint8_t& a = p.arrived[static_cast<size_t>(p.recvFilled % static_cast<uint64_t>(slots_))];
+    if (p.recvFilled - p.recvTail >= static_cast<uint64_t>(slots_) || !a) break;
+    a = 0;
+    ++p.recvFilled;
   }
 }
 

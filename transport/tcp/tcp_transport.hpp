@@ -1,11 +1,15 @@
-// tcp_transport.hpp - the TCP transport: every peer over one non-blocking TCP connection.
+// tcp_transport.hpp - the TCP transport: every peer over K non-blocking TCP connections
+// (ZCOLL_SOCKETS_PER_PEER, default 1).
 //
 // The slot model of transport.hpp over a byte stream: per peer, a ring of `slots` send slots and
 // one of `slots` receive slots, chunkCapacity() bytes each. A committed send slot goes out as one
 // frame (4-byte length, then the bytes) as far as the socket takes it; what is left goes out on the
 // next call into the transport (any call progresses every peer's pending sends, so that a rank
 // waiting to receive never holds back what another waits for). Frames are received straight into
-// the receive slots. Waiting sleeps in epoll (edge-triggered, every socket plus an eventfd for
+// the receive slots. With K connections, frame f travels on connection f mod K (each connection
+// stays in order; frames complete out of order across connections and are handed to the algorithm
+// in order), so that several flows share a fast link's work (the receiving NIC spreads flows over
+// its queues and cores, each flow has its own congestion window). Waiting sleeps in epoll (edge-triggered, every socket plus an eventfd for
 // wake()). Connections are made at creation, authenticated with the communicator's secret and
 // nonce, TCP_NODELAY; their interface is ZCOLL_SOCKET_IFNAME's, or the bootstrap's.
 #pragma once
@@ -54,32 +58,44 @@ class TcpTransport final : public Transport {
   }
 
  private:
-  struct Peer {
+  // One connection of a peer: it carries frames j, j + K, j + 2K, ... (K = streams per peer), so
+  // each stream is in order and frame f is always on stream f mod K.
+  struct Stream {
     Fd fd;
+    uint64_t sendFrame = 0;  // next frame to hand over on this stream
+    size_t sendOffset = 0;   // bytes of it handed over, its 4-byte length included
+    uint64_t recvFrame = 0;  // next frame to receive on this stream
+    size_t recvOffset = 0;   // bytes of it read, its 4-byte length included
+    uint32_t header = 0;
+  };
+  struct Peer {
+    std::vector<Stream> streams;
     bool dead = false;
     // Send ring: slot i at send[i * chunk], its length in sendBytes[i] (sent first).
     std::vector<uint8_t> send;
     std::vector<uint32_t> sendBytes;
     uint64_t sendHead = 0;  // frames committed
-    uint64_t sendDone = 0;  // frames wholly handed to the socket
-    size_t sendOffset = 0;  // bytes of frame sendDone handed over
-    // Receive ring: slot i at recv[i * chunk]; its length in recvBytes[i].
+    uint64_t sendDone = 0;  // frames below this are all handed to their sockets
+    // Receive ring: slot i at recv[i * chunk]; its length in recvBytes[i]; arrived[i] while frame
+    // of slot i is complete but an earlier one (on another stream) is not.
     std::vector<uint8_t> recv;
     std::vector<uint32_t> recvBytes;
+    std::vector<uint8_t> arrived;
     uint64_t recvTail = 0;   // frames released
-    uint64_t recvFilled = 0; // frames complete
-    size_t recvOffset = 0;   // bytes of frame recvFilled read, its 4-byte length included
-    uint32_t header = 0;
+    uint64_t recvFilled = 0; // frames below this are all complete
   };
 
   TcpTransport() = default;
-  void flush(Peer& p);       // hands pending frames to the socket until it is full
+  void flush(Peer& p);       // hands pending frames to their sockets until they are full
   void flushAll();
   void pull(Peer& p);        // reads frames into free receive slots until none is free or no data
+  void flushStream(Peer& p, Stream& st);
+  void pullStream(Peer& p, Stream& st);
   void markDead(Peer& p);
 
   size_t chunk_ = 0;
   int slots_ = 0;
+  int streams_ = 1;  // connections per peer (ZCOLL_SOCKETS_PER_PEER)
   int rank_ = 0;
   std::vector<Peer> peers_;
   int pendingPeers_ = 0;  // peers with frames not yet handed over (flushAll's fast path)
