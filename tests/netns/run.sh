@@ -50,7 +50,9 @@ port=$((20000 + $$ % 20000))
 # run_ranks HOSTS RANKS_PER_HOST TIMEOUT_S ARGS... : one zcoll-bench job across the hosts; the output
 # of rank 0 in $out; status 0 when every rank succeeded. Each rank has an IPC namespace of its own
 # (so zcoll sees HOSTS x RANKS_PER_HOST hosts), unless SHARED_IPC=1: then the ranks of a host share
-# one, as the processes of one machine do, and zcoll mixes shm inside a host with the network.
+# one, as the processes of one machine do, and zcoll mixes shm inside a host with the network. UCX is
+# held to TCP (UCX_TLS=tcp): the namespaces share /dev/shm and the PID namespace, and UCX would
+# otherwise move data between "hosts" through shared memory or CMA.
 run_ranks() {
   local hosts=$1 per=$2 limit=$3
   shift 3
@@ -65,7 +67,7 @@ run_ranks() {
         for ((l = 0; l < per; l++)); do
           r=$((h * per + l))
           env RANK=$r WORLD_SIZE=$n LOCAL_RANK=$l LOCAL_WORLD_SIZE=$per MASTER_ADDR=10.78.0.1 MASTER_PORT=$port \
-            ZCOLL_SOCKET_IFNAME="eth$h" UCX_NET_DEVICES="eth$h" ZCOLL_CALIBRATE=0 \
+            ZCOLL_SOCKET_IFNAME="eth$h" UCX_NET_DEVICES="eth$h" UCX_TLS=tcp ZCOLL_CALIBRATE=0 \
             timeout "$limit" "$@" > "$out.$r" 2>&1 &
           pids+=($!)
         done
@@ -85,7 +87,7 @@ run_ranks() {
   for ((h = 0; h < hosts; h++)); do
     for ((l = 0; l < per; l++)); do
       ip netns exec "${tag}h$h" unshare --ipc env RANK=$r WORLD_SIZE=$n LOCAL_RANK=$l LOCAL_WORLD_SIZE=$per \
-        MASTER_ADDR=10.78.0.1 MASTER_PORT=$port ZCOLL_SOCKET_IFNAME="eth$h" UCX_NET_DEVICES="eth$h" ZCOLL_CALIBRATE=0 ZCOLL_DEBUG=WARN \
+        MASTER_ADDR=10.78.0.1 MASTER_PORT=$port ZCOLL_SOCKET_IFNAME="eth$h" UCX_NET_DEVICES="eth$h" UCX_TLS=tcp ZCOLL_CALIBRATE=0 ZCOLL_DEBUG=WARN \
         timeout "$limit" "$@" > "$out.$r" 2>&1 &
       pids+=($!)
       r=$((r + 1))
