@@ -9,8 +9,7 @@
 // The count % L elements left over go through a flat ring all-reduce. Each phase is an existing
 // algorithm run on a GroupView of its ranks; Avg sums in phase 1 and divides by HL once, at the end
 // of phase 2 (AlgoContext::avgDivisor), as a flat algorithm does.
-#include "algorithms/algorithm.hpp"
-#include "algorithms/group_view.hpp"
+#include "algorithms/hier_common.hpp"
 
 namespace zcoll {
 
@@ -30,7 +29,7 @@ class HierAllReduce final : public AlgorithmOf<Collective::AllReduce> {
   Status supports(const OpArgs&, int) const override {
     return notSupported("needs ranks on several hosts (the communicator's host layout)");
   }
-  Status supportsOn(const OpArgs&, const patterns::HostLayout& hosts) const override { return fits(hosts); }
+  Status supportsOn(const OpArgs&, const patterns::HostLayout& hosts) const override { return hierFits(hosts); }
 
   double costOn(const OpArgs& op, const patterns::HostLayout& hosts, const CostModel& m) const override {
     const int n = static_cast<int>(hosts.hostOf.size()), l = std::max(1, hosts.perHost), h = hosts.hosts;
@@ -42,25 +41,17 @@ class HierAllReduce final : public AlgorithmOf<Collective::AllReduce> {
   Status run(const OpArgs& op, AlgoContext& ctx) const override {
     if (!ctx.hosts) return notSupported("hier: no host layout in this context");
     const patterns::HostLayout& hl = *ctx.hosts;
-    if (Status s = fits(hl); !s) return s;
+    if (Status s = hierFits(hl); !s) return s;
     const int l = hl.perHost, me = ctx.rank, idx = hl.localIndex[static_cast<size_t>(me)],
               host = hl.hostOf[static_cast<size_t>(me)];
     const size_t es = dataTypeSize(op.dtype);
     const size_t block = op.count / static_cast<size_t>(l), tail = op.count - block * static_cast<size_t>(l);
     const auto* send = static_cast<const char*>(op.sendbuf);
     auto* recv = static_cast<char*>(op.recvbuf);
-    auto sub = [&](GroupView& view, int rank, int n) {
-      AlgoContext c = ctx;
-      c.transport = &view;
-      c.rank = rank;
-      c.nranks = n;
-      c.hosts = nullptr;
-      return c;
-    };
     if (block > 0) {
       char* mine = recv + static_cast<size_t>(idx) * block * es;
       GroupView local(*ctx.transport, hl.members[static_cast<size_t>(host)].data());
-      AlgoContext lc = sub(local, idx, l);
+      AlgoContext lc = hierPhase(ctx, local, idx, l);
       OpArgs rs = op;
       if (op.op == RedOp::Avg) rs.op = RedOp::Sum;
       rs.coll = Collective::ReduceScatter;
@@ -68,8 +59,7 @@ class HierAllReduce final : public AlgorithmOf<Collective::AllReduce> {
       rs.recvbuf = mine;  // in place when sendbuf == recvbuf: NCCL's convention (recvbuf = sendbuf + idx * block)
       if (Status s = ringReduceScatter().run(rs, lc); !s) return s;
       GroupView column(*ctx.transport, hl.columns[static_cast<size_t>(idx)].data());
-      AlgoContext cc = sub(column, host, hl.hosts);
-      cc.avgDivisor = ctx.nranks;
+      AlgoContext cc = hierPhase(ctx, column, host, hl.hosts, ctx.nranks);
       OpArgs ar = op;
       ar.count = block;
       ar.sendbuf = mine;
@@ -91,14 +81,6 @@ class HierAllReduce final : public AlgorithmOf<Collective::AllReduce> {
       flat.hosts = nullptr;
       if (Status s = ringAllReduce().run(t, flat); !s) return s;
     }
-    return Status::ok();
-  }
-
- private:
-  static Status fits(const patterns::HostLayout& hosts) {
-    if (hosts.hosts < 2) return notSupported("all ranks are on one host");
-    if (hosts.perHost < 2)
-      return notSupported("{}", hosts.perHost == 0 ? "the hosts hold different numbers of ranks" : "one rank per host");
     return Status::ok();
   }
 };

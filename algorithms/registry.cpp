@@ -28,6 +28,8 @@ namespace zcoll {
   X(treeBroadcast)          \
   X(treeReduce)             \
   X(hierAllReduce)          \
+  X(hierAllGather)          \
+  X(hierReduceScatter)      \
   X(directGather)           \
   X(directScatter)          \
   X(directAllToAll)         \

@@ -255,7 +255,7 @@ TEST_P(Matrix, ElementByElement) {
   // An algorithm for ranks on several hosts cannot run on the threads of one process.
   const OpArgs probe{internal(coll), nullptr, nullptr, 1024, DataType::Float32, RedOp::Sum};
   if (Status s = algo->supports(probe, nranks); !s && s.message().find("several hosts") != std::string::npos)
-    GTEST_SKIP() << algoName << ": " << s.message() << " - tests/netns/run.sh checks it (allreduce_check)";
+    GTEST_SKIP() << algoName << ": " << s.message() << " - tests/netns/run.sh checks it (tests/proc/collective_check.cpp)";
   RankPool pool(nranks, smallChunks(algoName.c_str()));
   ASSERT_TRUE(pool.ok());
   const bool reduces = coll == Coll::AllReduce || coll == Coll::ReduceScatter || coll == Coll::Reduce;

@@ -63,16 +63,17 @@ run_ranks() {
     for ((h = 0; h < hosts; h++)); do
       # One IPC namespace per host, its ranks started inside it.
       ip netns exec "${tag}h$h" unshare --ipc bash -c '
-        h=$1 per=$2 n=$3 port=$4 limit=$5 out=$6; shift 6; pids=()
+        h=$1 per=$2 n=$3 port=$4 limit=$5 out=$6 interleave=$7; shift 7; pids=()
         for ((l = 0; l < per; l++)); do
           r=$((h * per + l))
+          ((interleave)) && r=$((l * n / per + h))  # INTERLEAVE=1: rank r on host r mod HOSTS
           env RANK=$r WORLD_SIZE=$n LOCAL_RANK=$l LOCAL_WORLD_SIZE=$per MASTER_ADDR=10.78.0.1 MASTER_PORT=$port \
             ZCOLL_SOCKET_IFNAME="eth$h" UCX_NET_DEVICES="eth$h" UCX_TLS=tcp ZCOLL_CALIBRATE=0 \
             timeout "$limit" "$@" > "$out.$r" 2>&1 &
           pids+=($!)
         done
         status=0; for p in "${pids[@]}"; do wait "$p" || status=1; done; exit $status' \
-        host "$h" "$per" "$n" "$port" "$limit" "$out" "$@" &
+        host "$h" "$per" "$n" "$port" "$limit" "$out" "${INTERLEAVE:-0}" "$@" &
       pids+=($!)
     done
     for p in "${pids[@]}"; do wait "$p" || status=1; done
@@ -148,29 +149,39 @@ for coll in allgather reducescatter broadcast alltoall; do
 done
 mixed "all-reduce, 2 hosts x 2 ranks, tcp only when asked" 2 2 allreduce tcp tcp
 
-# The hierarchical all-reduce (shm reduce-scatter, all-reduce across hosts, shm all-gather), forced:
-# every type x op, in and out of place, counts 0, 1, 37 and several 16 KiB chunks plus a remainder,
-# element by element (tests/proc/allreduce_check.cpp) at 2x2, 2x3 and 3x2 ranks; and zcoll-bench's
-# sizes 8 B - 4 MiB.
+# The hierarchical algorithms (all-reduce: shm reduce-scatter, all-reduce across hosts, shm
+# all-gather; all-gather and reduce-scatter: across hosts, then inside each host), forced: every
+# type x op, in and out of place, counts 0, 1, 37 and several 16 KiB chunks plus a remainder, element
+# by element (tests/proc/collective_check.cpp) at 2x2, 2x3 and 3x2 ranks; and zcoll-bench's sizes.
 for shape in "2 2" "2 3" "3 2"; do
-  name="hier all-reduce, ${shape/ /x} ranks, 10 types x 5 ops"
-  if SHARED_IPC=1 run_ranks ${shape% *} ${shape#* } 300 env ZCOLL_ALGO=allreduce:hier ZCOLL_CHUNK_SIZE=16K \
-       "$build/tests/allreduce_check" && grep -q ", 0 wrong (algorithm at [0-9]* floats: hier)" "$out"; then
-    echo "ok: $name ($(grep -o '[0-9]* cases, 0 wrong' "$out" | head -1) per rank)"
+  name="hier all-reduce, reduce-scatter, all-gather, ${shape/ /x} ranks, every type x op"
+  if SHARED_IPC=1 run_ranks ${shape% *} ${shape#* } 300 env ZCOLL_ALGO=hier ZCOLL_CHUNK_SIZE=16K \
+       "$build/tests/collective_check" && ! grep -q ", [1-9][0-9]* wrong" "$out" &&
+     [[ $(grep -c ", 0 wrong (algorithm: hier)" "$out") == $((${shape% *} * ${shape#* } * 3)) ]]; then
+    echo "ok: $name (every rank: $(grep "rank 0 of" "$out" | grep -o '[a-z]*: [0-9]* cases, 0 wrong' | paste -sd, -))"
   else
     echo "FAILED: $name"; sed 's/^/    /' "$out" | tail -10; failures=$((failures + 1))
   fi
   rm -f "$out"
-  if SHARED_IPC=1 run_ranks ${shape% *} ${shape#* } 120 env ZCOLL_ALGO=allreduce:hier "$bench" allreduce -b 8 -e 4M -f 8 \
-       -c 1 -n 2 -w 1 -R 1 && grep -q "wrong total: 0" "$out" && grep -q " hier *$" "$out"; then
-    echo "ok: hier all-reduce through zcoll-bench, ${shape/ /x} ranks"
-  else
-    echo "FAILED: hier all-reduce through zcoll-bench, ${shape/ /x} ranks"; sed 's/^/    /' "$out" | tail -10
-    failures=$((failures + 1))
-  fi
-  rm -f "$out"
+  for coll in allreduce allgather reducescatter; do
+    if SHARED_IPC=1 run_ranks ${shape% *} ${shape#* } 120 env ZCOLL_ALGO=hier "$bench" $coll -b 8 -e 4M -f 8 \
+         -c 1 -n 2 -w 1 -R 1 && grep -q "wrong total: 0" "$out" && grep -q " hier *$" "$out"; then
+      echo "ok: hier $coll through zcoll-bench, ${shape/ /x} ranks"
+    else
+      echo "FAILED: hier $coll through zcoll-bench, ${shape/ /x} ranks"; sed 's/^/    /' "$out" | tail -10
+      failures=$((failures + 1))
+    fi
+    rm -f "$out"
+  done
 done
-
+# Ranks placed round-robin over the hosts (rank r on host r mod 2): hosts are not rank blocks.
+if INTERLEAVE=1 SHARED_IPC=1 run_ranks 2 2 300 env ZCOLL_ALGO=hier ZCOLL_CHUNK_SIZE=16K "$build/tests/collective_check" &&
+   ! grep -q ", [1-9][0-9]* wrong" "$out" && [[ $(grep -c ", 0 wrong (algorithm: hier)" "$out") == 12 ]]; then
+  echo "ok: hier, 2x2 ranks placed round-robin over the hosts, every type x op"
+else
+  echo "FAILED: hier, 2x2 ranks placed round-robin"; sed 's/^/    /' "$out" | tail -10; failures=$((failures + 1))
+fi
+rm -f "$out"
 if grep -q "^  ucx  *on" <<< "$(ASAN_OPTIONS=detect_leaks=0 "$build/tools/zcoll-info" 2>/dev/null)"; then
   mixed "all-reduce, 2 hosts x 2 ranks, shm beside ucx" 2 2 allreduce shm+ucx shm,ucx
 fi
