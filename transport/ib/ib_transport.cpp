@@ -29,7 +29,8 @@ uint64_t wrId(int peer, uint64_t kind) { return static_cast<uint64_t>(peer) << 2
 // What a rank tells the others about itself (first exchange).
 struct Usable {
   uint8_t ok = 0;
-  char why[127] = {};
+  uint8_t badSetting = 0;  // the failure is a ZCOLL_IB_* value that names nothing here: an error even when ib is optional
+  char why[126] = {};
 };
 
 // What rank i tells rank j about the queue pair i uses for j (second exchange, n x n).
@@ -55,9 +56,7 @@ int chooseGid(ibv_context* ctx, int port, int tableLength) {
   return v2 >= 0 ? v2 : 0;
 }
 
-Status verbsError(std::string_view what, int err) {
-  return systemError(fmt::format("ib: {}", what), err != 0 ? err : EIO);
-}
+Status verbsError(std::string_view what, int err) { return systemError(what, err != 0 ? err : EIO); }
 
 }  // namespace
 
@@ -120,8 +119,8 @@ Status IbTransport::open(const Config& config, PortChoice* choice) {
     else ibv_close_device(ctx);
   }
   if (!ctx_) {
-    if (count == 0) return makeStatus(StatusCode::System, "ib: no RDMA device on this host");
-    return makeStatus(StatusCode::System, "ib: no active port on {} (devices here: {})",
+    if (count == 0) return makeStatus(StatusCode::System, "no RDMA device on this host");
+    return makeStatus(StatusCode::System, "no active port on {} (devices here: {})",
                       config.ibHca.empty() ? std::string("any device") : fmt::format("ZCOLL_IB_HCA='{}'", config.ibHca),
                       fmt::join(seen, ", "));
   }
@@ -155,7 +154,7 @@ Status IbTransport::open(const Config& config, PortChoice* choice) {
   // The slots of every peer in one mapping, registered once: send slots then receive slots per peer.
   regionBytes_ = std::max<size_t>(1, 2 * slotBytes * n);
   void* mem = ::mmap(nullptr, regionBytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (mem == MAP_FAILED) return systemError(fmt::format("ib: mmap of {} bytes of slots", regionBytes_), errno);
+  if (mem == MAP_FAILED) return systemError(fmt::format("mmap of {} bytes of slots", regionBytes_), errno);
   region_ = static_cast<uint8_t*>(mem);
   std::memset(region_, 0, regionBytes_);  // faulted in now, not in a step
   mr_ = ibv_reg_mr(pd_, region_, regionBytes_, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
@@ -187,8 +186,8 @@ Status IbTransport::open(const Config& config, PortChoice* choice) {
       return verbsError("ibv_modify_qp to INIT", e);
     for (int i = 0; i < 2 * slots_; ++i) postRecv(static_cast<int>(peer));
   }
-  if (Status s = sleeper_.init(); !s) return std::move(s).withContext("ib");
-  if (Status s = sleeper_.add(channel_->fd, EPOLLIN); !s) return std::move(s).withContext("ib");
+  if (Status s = sleeper_.init(); !s) return s;
+  if (Status s = sleeper_.add(channel_->fd, EPOLLIN); !s) return s;
   return Status::ok();
 }
 
@@ -206,17 +205,19 @@ Status IbTransport::create(Bootstrap& boot, const Config& config, bool required,
   std::vector<Usable> usable(static_cast<size_t>(n));
   Usable& mine = usable[static_cast<size_t>(t->rank_)];
   mine.ok = opened ? 1 : 0;
+  mine.badSetting = opened.code() == StatusCode::InvalidArgument ? 1 : 0;
   if (!opened) fmt::format_to_n(mine.why, sizeof mine.why - 1, "{}", opened.message());
-  if (Status s = boot.allGather(usable.data(), sizeof(Usable)); !s) return std::move(s).withContext("ib");
+  if (Status s = boot.allGather(usable.data(), sizeof(Usable)); !s) return s;
   for (int r = 0; r < n; ++r) {
     const Usable& u = usable[static_cast<size_t>(r)];
     if (u.ok) continue;
-    if (!required) {
+    if (!required && !u.badSetting) {
       ZCOLL_INFO(Init, t->rank_, "ib transport not used: rank {}: {}", r, u.why);
       return Status::ok();
     }
     if (r == t->rank_) return opened;
-    return makeStatus(StatusCode::System, "ib: rank {} has no usable RDMA port: {}", r, u.why);
+    return makeStatus(u.badSetting ? StatusCode::InvalidArgument : StatusCode::System, "rank {} has no usable RDMA port: {}",
+                      r, u.why);
   }
   ibv_port_attr pa{};
   if (int e = ibv_query_port(t->ctx_, static_cast<uint8_t>(port.port), &pa)) return verbsError("ibv_query_port", e);
@@ -242,15 +243,14 @@ Status IbTransport::create(Bootstrap& boot, const Config& config, bool required,
     e.mtu = static_cast<uint8_t>(pa.active_mtu);
     e.ethernet = port.ethernet ? 1 : 0;
   }
-  if (Status s = boot.allGather(table.data(), sizeof(Endpoint) * static_cast<size_t>(n)); !s)
-    return std::move(s).withContext("ib");
+  if (Status s = boot.allGather(table.data(), sizeof(Endpoint) * static_cast<size_t>(n)); !s) return s;
   for (int peer = 0; peer < n; ++peer) {
     if (peer == t->rank_) continue;
     Peer& p = t->peers_[static_cast<size_t>(peer)];
     const Endpoint& local = table[static_cast<size_t>(t->rank_) * static_cast<size_t>(n) + static_cast<size_t>(peer)];
     const Endpoint& remote = table[static_cast<size_t>(peer) * static_cast<size_t>(n) + static_cast<size_t>(t->rank_)];
     if (remote.ethernet != local.ethernet)
-      return makeStatus(StatusCode::System, "ib: rank {} is on {} and rank {} on {}: no path between them", t->rank_,
+      return makeStatus(StatusCode::System, "rank {} is on {} and rank {} on {}: no path between them", t->rank_,
                         local.ethernet ? "RoCE" : "InfiniBand", peer, remote.ethernet ? "RoCE" : "InfiniBand");
     p.remoteRecv = remote.recvAddr;
     p.remoteKey = remote.rkey;
