@@ -15,6 +15,7 @@
 namespace zcoll::tcp {
 namespace {
 
+constexpr size_t kBounceBytes = 64 * 1024;  // per connection: received bytes on their way to the slots
 constexpr uint64_t kHelloMagic = 0x7a636f6c74637031ull;  // "zcoltcp1"
 
 struct Hello {
@@ -120,6 +121,7 @@ Status TcpTransport::create(Bootstrap& boot, const Config& config, const std::at
     for (int j = 0; j < t->streams_; ++j) {
       Stream& st = p.streams[static_cast<size_t>(j)];
       st.sendFrame = st.recvFrame = static_cast<uint64_t>(j);
+      st.bounce.assign(kBounceBytes, 0);
       if (Status s = configure(st.fd.get()); !s) return s;
       if (Status s = t->sleeper_.add(st.fd.get(), EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET); !s)
         return std::move(s).withContext("tcp");
@@ -205,32 +207,37 @@ void TcpTransport::flushAll() {
 
 void TcpTransport::pullStream(Peer& p, Stream& st) {
   const uint64_t k = static_cast<uint64_t>(streams_);
-  while (!p.dead && st.recvFrame - p.recvTail < static_cast<uint64_t>(slots_)) {
-    const size_t slot = static_cast<size_t>(st.recvFrame % static_cast<uint64_t>(slots_));
-    if (st.recvOffset >= 4 && st.header > chunk_) {  // not our framing: treat the peer as gone
-      ZCOLL_WARN(Coll, rank_, "tcp: a frame of {} bytes exceeds the {}-byte chunk: dropping the connection", st.header, chunk_);
-      markDead(p);
-      return;
+  while (!p.dead) {
+    // Place what the bounce buffer holds: the frame's length, then its bytes into its slot.
+    while (st.bounceHead < st.bounceTail) {
+      if (st.recvFrame - p.recvTail >= static_cast<uint64_t>(slots_)) return;  // no free slot: the rest waits
+      const size_t slot = static_cast<size_t>(st.recvFrame % static_cast<uint64_t>(slots_));
+      const size_t avail = st.bounceTail - st.bounceHead;
+      const uint8_t* from = st.bounce.data() + st.bounceHead;
+      size_t n;
+      if (st.recvOffset < 4) {
+        n = std::min(4 - st.recvOffset, avail);
+        std::memcpy(reinterpret_cast<uint8_t*>(&st.header) + st.recvOffset, from, n);
+      } else {
+        n = std::min(4 + st.header - st.recvOffset, avail);
+        std::memcpy(p.recv.data() + slot * chunk_ + (st.recvOffset - 4), from, n);
+      }
+      st.recvOffset += n;
+      st.bounceHead += n;
+      if (st.recvOffset >= 4 && st.header > chunk_) {  // not our framing: treat the peer as gone
+        ZCOLL_WARN(Coll, rank_, "tcp: a frame of {} bytes exceeds the {}-byte chunk: dropping the connection", st.header, chunk_);
+        markDead(p);
+        return;
+      }
+      if (st.recvOffset >= 4 && st.recvOffset == 4 + st.header) {  // complete (an empty frame has no payload)
+        p.recvBytes[slot] = st.header;
+        p.arrived[slot] = 1;
+        st.recvFrame += k;
+        st.recvOffset = 0;
+      }
     }
-    if (st.recvOffset >= 4 && st.recvOffset == 4 + st.header) {  // complete (an empty frame has no payload)
-      p.recvBytes[slot] = st.header;
-      p.arrived[slot] = 1;
-      st.recvFrame += k;
-      st.recvOffset = 0;
-      continue;
-    }
-    // The rest of this frame and, where a slot is free for it, the next frame's length: one call
-    // per frame.
-    iovec iov[2];
-    int count = 1;
-    uint32_t next = 0;
-    if (st.recvOffset < 4) {
-      iov[0] = iovec{reinterpret_cast<uint8_t*>(&st.header) + st.recvOffset, 4 - st.recvOffset};
-    } else {
-      iov[0] = iovec{p.recv.data() + slot * chunk_ + (st.recvOffset - 4), 4 + st.header - st.recvOffset};
-      if (st.recvFrame + k - p.recvTail < static_cast<uint64_t>(slots_)) iov[count++] = iovec{&next, 4};
-    }
-    const ssize_t got = ::readv(st.fd.get(), iov, count);
+    if (st.recvFrame - p.recvTail >= static_cast<uint64_t>(slots_)) return;
+    const ssize_t got = ::recv(st.fd.get(), st.bounce.data(), st.bounce.size(), MSG_DONTWAIT);
     if (got < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) return;
       if (errno == EINTR) continue;
@@ -241,15 +248,8 @@ void TcpTransport::pullStream(Peer& p, Stream& st) {
       markDead(p);
       return;
     }
-    const size_t first = std::min(static_cast<size_t>(got), iov[0].iov_len);
-    st.recvOffset += first;
-    if (static_cast<size_t>(got) > first) {  // this frame is complete and the next one began
-      p.recvBytes[slot] = st.header;
-      p.arrived[slot] = 1;
-      st.recvFrame += k;
-      st.recvOffset = static_cast<size_t>(got) - first;
-      std::memcpy(&st.header, &next, st.recvOffset);
-    }
+    st.bounceHead = 0;
+    st.bounceTail = static_cast<size_t>(got);
   }
 }
 

@@ -67,6 +67,10 @@ class TcpTransport final : public Transport {
     uint64_t recvFrame = 0;  // next frame to receive on this stream
     size_t recvOffset = 0;   // bytes of it read, its 4-byte length included
     uint32_t header = 0;
+    // Received bytes not yet placed: read in pieces of up to kBounce into this cache-resident
+    // buffer, then copied into the slots (the kernel's copy into cold slot memory cost more).
+    std::vector<uint8_t> bounce;
+    size_t bounceHead = 0, bounceTail = 0;
   };
   struct Peer {
     std::vector<Stream> streams;
