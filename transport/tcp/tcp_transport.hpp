@@ -5,11 +5,13 @@
 // one of `slots` receive slots, chunkCapacity() bytes each. A committed send slot goes out as one
 // frame (4-byte length, then the bytes) as far as the socket takes it; what is left goes out on the
 // next call into the transport (any call progresses every peer's pending sends, so that a rank
-// waiting to receive never holds back what another waits for). Frames are received straight into
-// the receive slots. With K connections, frame f travels on connection f mod K (each connection
-// stays in order; frames complete out of order across connections and are handed to the algorithm
-// in order), so that several flows share a fast link's work (the receiving NIC spreads flows over
-// its queues and cores, each flow has its own congestion window). Waiting sleeps in epoll (edge-triggered, every socket plus an eventfd for
+// waiting to receive never holds back what another waits for). Frames are received through a
+// 64 KiB bounce buffer per connection (one recv takes the end of a frame and the start of the next;
+// the kernel's copy lands in cache) and copied into the receive slots. With K connections, frame f
+// travels on connection f mod K (each connection stays in order; frames complete out of order
+// across connections and are handed to the algorithm in order), so that several flows share a fast
+// link's work (the receiving NIC spreads flows over its queues and cores, each flow has its own
+// congestion window). Waiting sleeps in epoll (edge-triggered, every socket plus an eventfd for
 // wake()). Connections are made at creation, authenticated with the communicator's secret and
 // nonce, TCP_NODELAY; their interface is ZCOLL_SOCKET_IFNAME's, or the bootstrap's.
 #pragma once
