@@ -52,10 +52,10 @@ Status createTransport(Bootstrap& boot, const Config& config, const std::atomic<
     if (name == "tcp") s = tcp::TcpTransport::create(boot, config, abort, out, mixed ? &remotePeers : nullptr);
 #endif
 #ifdef ZCOLL_HAVE_IB
-    if (name == "ib") s = ib::IbTransport::create(boot, config, order.empty(), out);
+    if (name == "ib") s = ib::IbTransport::create(boot, config, order.empty(), out, mixed ? &remotePeers : nullptr);
 #endif
 #ifdef ZCOLL_HAVE_UCX
-    if (name == "ucx") s = ucx::UcxTransport::create(boot, config, abort, out);
+    if (name == "ucx") s = ucx::UcxTransport::create(boot, config, abort, out, mixed ? &remotePeers : nullptr);
 #endif
     if (!s) return std::move(s).withContext(fmt::format("rank {}: {} transport", rank, name));
   }

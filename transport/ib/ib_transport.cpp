@@ -141,6 +141,8 @@ Status IbTransport::open(const Config& config, PortChoice* choice) {
   }
 
   const size_t n = peers_.size();
+  size_t served = 0;
+  for (const Peer& p : peers_) served += p.served ? 1 : 0;
   const size_t slotBytes = static_cast<size_t>(slots_) * chunk_;
   if (!(pd_ = ibv_alloc_pd(ctx_))) return verbsError("ibv_alloc_pd", errno);
   if (!(channel_ = ibv_create_comp_channel(ctx_))) return verbsError("ibv_create_comp_channel", errno);
@@ -149,10 +151,10 @@ Status IbTransport::open(const Config& config, PortChoice* choice) {
   // Per peer at most `slots` chunks and `slots` credits travel each way, and each direction has its
   // own work requests: receives 2 x slots, sends (writes and credits) sendDepth_.
   sendDepth_ = 2 * slots_ + 1;
-  const int cqe = static_cast<int>(n) * (2 * slots_ + sendDepth_) + 1;
+  const int cqe = static_cast<int>(served) * (2 * slots_ + sendDepth_) + 1;
   if (!(cq_ = ibv_create_cq(ctx_, cqe, nullptr, channel_, 0))) return verbsError(fmt::format("ibv_create_cq ({} entries)", cqe), errno);
   // The slots of every peer in one mapping, registered once: send slots then receive slots per peer.
-  regionBytes_ = std::max<size_t>(1, 2 * slotBytes * n);
+  regionBytes_ = std::max<size_t>(1, 2 * slotBytes * served);
   void* mem = ::mmap(nullptr, regionBytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED) return systemError(fmt::format("mmap of {} bytes of slots", regionBytes_), errno);
   region_ = static_cast<uint8_t*>(mem);
@@ -161,10 +163,11 @@ Status IbTransport::open(const Config& config, PortChoice* choice) {
   if (!mr_)
     return verbsError(fmt::format("ibv_reg_mr of {} bytes (is the locked-memory limit, ulimit -l, large enough?)", regionBytes_),
                       errno);
+  size_t at = 0;  // the served peer's place in the region
   for (size_t peer = 0; peer < n; ++peer) {
-    if (static_cast<int>(peer) == rank_) continue;
     Peer& p = peers_[peer];
-    p.send = region_ + 2 * slotBytes * peer;
+    if (!p.served) continue;
+    p.send = region_ + 2 * slotBytes * at++;
     p.recv = p.send + slotBytes;
     p.recvBytes.assign(static_cast<size_t>(slots_), 0);
     ibv_qp_init_attr qa{};
@@ -191,13 +194,19 @@ Status IbTransport::open(const Config& config, PortChoice* choice) {
   return Status::ok();
 }
 
-Status IbTransport::create(Bootstrap& boot, const Config& config, bool required, std::unique_ptr<Transport>* out) {
+Status IbTransport::create(Bootstrap& boot, const Config& config, bool required, std::unique_ptr<Transport>* out,
+                           const std::vector<int>* members) {
   std::unique_ptr<IbTransport> t(new IbTransport());
   const int n = boot.nranks();
   t->rank_ = boot.rank();
   t->chunk_ = std::max<size_t>(64, static_cast<size_t>(config.chunkBytes) / 64 * 64);  // slots stay 64-byte aligned
   t->slots_ = config.fifoSlots;
   t->peers_.resize(static_cast<size_t>(n));
+  if (members) {
+    for (int r : *members) t->peers_[static_cast<size_t>(r)].served = true;
+  } else {
+    for (int r = 0; r < n; ++r) t->peers_[static_cast<size_t>(r)].served = r != t->rank_;
+  }
 
   // 1. Can every rank use a port? Everyone learns the same answer, so all take the same transport.
   PortChoice port;
@@ -231,8 +240,8 @@ Status IbTransport::create(Bootstrap& boot, const Config& config, bool required,
   std::random_device rng;
   std::vector<Endpoint> table(static_cast<size_t>(n) * static_cast<size_t>(n));
   for (int peer = 0; peer < n; ++peer) {
-    if (peer == t->rank_) continue;
     const Peer& p = t->peers_[static_cast<size_t>(peer)];
+    if (!p.served) continue;
     Endpoint& e = table[static_cast<size_t>(t->rank_) * static_cast<size_t>(n) + static_cast<size_t>(peer)];
     std::memcpy(e.gid, gid.raw, sizeof e.gid);
     e.recvAddr = reinterpret_cast<uint64_t>(p.recv);
@@ -245,8 +254,8 @@ Status IbTransport::create(Bootstrap& boot, const Config& config, bool required,
   }
   if (Status s = boot.allGather(table.data(), sizeof(Endpoint) * static_cast<size_t>(n)); !s) return s;
   for (int peer = 0; peer < n; ++peer) {
-    if (peer == t->rank_) continue;
     Peer& p = t->peers_[static_cast<size_t>(peer)];
+    if (!p.served) continue;
     const Endpoint& local = table[static_cast<size_t>(t->rank_) * static_cast<size_t>(n) + static_cast<size_t>(peer)];
     const Endpoint& remote = table[static_cast<size_t>(peer) * static_cast<size_t>(n) + static_cast<size_t>(t->rank_)];
     if (remote.ethernet != local.ethernet)

@@ -48,7 +48,9 @@ class IbTransport final : public Transport {
   // Collective over the bootstrap. Every rank says whether it has a usable RDMA port; when one has
   // none, either all fail naming it (`required`: ZCOLL_TRANSPORTS names ib) or all return OK with
   // *out left empty (automatic choice: the next transport is tried).
-  static Status create(Bootstrap& boot, const Config& config, bool required, std::unique_ptr<Transport>* out);
+  // With `members`, only those ranks get a queue pair and slots (a mixed communicator's other hosts).
+  static Status create(Bootstrap& boot, const Config& config, bool required, std::unique_ptr<Transport>* out,
+                       const std::vector<int>* members = nullptr);
   ~IbTransport() override;
 
   std::string_view name() const override { return "ib"; }
@@ -77,6 +79,7 @@ class IbTransport final : public Transport {
 
  private:
   struct Peer {
+    bool served = false;          // this transport carries this rank's traffic
     ibv_qp* qp = nullptr;
     bool dead = false;
     uint8_t* send = nullptr;      // slots * chunk

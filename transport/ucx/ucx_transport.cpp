@@ -36,7 +36,7 @@ Status ucxError(const char* what, ucs_status_t s) {
 }  // namespace
 
 Status UcxTransport::create(Bootstrap& boot, const Config& config, const std::atomic<bool>*,
-                            std::unique_ptr<Transport>* out) {
+                            std::unique_ptr<Transport>* out, const std::vector<int>* members) {
   std::unique_ptr<UcxTransport> t(new UcxTransport());
   const int n = boot.nranks();
   t->rank_ = boot.rank();
@@ -76,8 +76,11 @@ Status UcxTransport::create(Bootstrap& boot, const Config& config, const std::at
   ucp_worker_release_address(t->worker_, addr);
   if (!st) return st;
 
+  std::vector<uint8_t> served(static_cast<size_t>(n), members ? 0 : 1);
+  if (members)
+    for (int r : *members) served[static_cast<size_t>(r)] = 1;
   for (int peer = 0; peer < n; ++peer) {
-    if (peer == t->rank_) continue;
+    if (peer == t->rank_ || !served[static_cast<size_t>(peer)]) continue;
     Peer& p = t->peers_[static_cast<size_t>(peer)];
     ucp_ep_params_t ep{};
     ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;

@@ -27,8 +27,9 @@ namespace zcoll::ucx {
 class UcxTransport final : public Transport {
  public:
   // Collective over the bootstrap.
+  // With `members`, only those ranks get an endpoint and slots (a mixed communicator's other hosts).
   static Status create(Bootstrap& boot, const Config& config, const std::atomic<bool>* abort,
-                       std::unique_ptr<Transport>* out);
+                       std::unique_ptr<Transport>* out, const std::vector<int>* members = nullptr);
   ~UcxTransport() override;
 
   std::string_view name() const override { return "ucx"; }
