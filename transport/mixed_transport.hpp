@@ -27,9 +27,18 @@ class MixedTransport final : public Transport {
   size_t chunkCapacity() const override { return capacity_; }
   int slotsPerPeer() const override { return slots_; }
 
-  bool tryAcquireSend(int peer, SendSlot* slot) override { return part(peer).tryAcquireSend(peer, slot); }
+  // A rank that waits on a same-host peer keeps the network part moving (tcp hands pending frames to
+  // its sockets, ucx progresses its worker): else a frame committed to another host at the end of an
+  // operation could wait, unsent, while this rank waits on shm - and the other host on it.
+  bool tryAcquireSend(int peer, SendSlot* slot) override {
+    if (viaLocal_[static_cast<size_t>(peer)]) remote_->progress();
+    return part(peer).tryAcquireSend(peer, slot);
+  }
   void commitSend(int peer, size_t bytes) override { part(peer).commitSend(peer, bytes); }
-  bool tryRecv(int peer, RecvChunk* chunk) override { return part(peer).tryRecv(peer, chunk); }
+  bool tryRecv(int peer, RecvChunk* chunk) override {
+    if (viaLocal_[static_cast<size_t>(peer)]) remote_->progress();
+    return part(peer).tryRecv(peer, chunk);
+  }
   void releaseRecv(int peer) override { part(peer).releaseRecv(peer); }
 
   uint32_t prepareSleep() override;
