@@ -17,14 +17,9 @@ const Algorithm& ringAllGather();
 
 namespace {
 
-class HierAllGather final : public AlgorithmOf<Collective::AllGather> {
+class HierAllGather final : public HierAlgorithmOf<Collective::AllGather> {
  public:
-  using AlgorithmOf::AlgorithmOf;
-
-  Status supports(const OpArgs&, int) const override {
-    return notSupported("needs ranks on several hosts (the communicator's host layout)");
-  }
-  Status supportsOn(const OpArgs&, const patterns::HostLayout& hosts) const override { return hierFits(hosts); }
+  using HierAlgorithmOf::HierAlgorithmOf;
 
   double costOn(const OpArgs& op, const patterns::HostLayout& hosts, const CostModel& m) const override {
     const int n = static_cast<int>(hosts.hostOf.size()), h = hosts.hosts, l = std::max(1, hosts.perHost);
@@ -34,34 +29,27 @@ class HierAllGather final : public AlgorithmOf<Collective::AllGather> {
   }
 
   Status run(const OpArgs& op, AlgoContext& ctx) const override {
-    if (!ctx.hosts) return notSupported("hier: no host layout in this context");
-    const patterns::HostLayout& hl = *ctx.hosts;
-    if (Status s = hierFits(hl); !s) return s;
-    const int l = hl.perHost, h = hl.hosts, me = ctx.rank;
-    const int idx = hl.localIndex[static_cast<size_t>(me)], host = hl.hostOf[static_cast<size_t>(me)];
-    const size_t es = dataTypeSize(op.dtype), block = op.count * es;
+    HierPlace at;
+    if (Status s = hierPlace(ctx, &at); !s) return s;
+    const size_t block = op.count * dataTypeSize(op.dtype);
     if (block == 0) return Status::ok();
-    auto* a = static_cast<char*>(ctx.scratch->get(block * static_cast<size_t>(h) * static_cast<size_t>(l + 1)));
-    if (!a) return systemError("hier all-gather: scratch", ENOMEM);
-    char* b = a + block * static_cast<size_t>(h);
-    GroupView column(*ctx.transport, hl.columns[static_cast<size_t>(idx)].data());
-    AlgoContext cc = hierPhase(ctx, column, host, h);
+    char *a = nullptr, *b = nullptr;
+    if (Status s = hierStaging(ctx, at, block, &a, &b); !s) return s;
+    GroupView column(*ctx.transport, at.columnRanks());
+    AlgoContext cc = hierPhase(ctx, column, at.host, at.hosts);
     OpArgs across = op;
     across.recvbuf = a;
     if (Status s = ringAllGather().run(across, cc); !s) return s;
-    GroupView local(*ctx.transport, hl.members[static_cast<size_t>(host)].data());
-    AlgoContext lc = hierPhase(ctx, local, idx, l);
+    GroupView local(*ctx.transport, at.hostRanks());
+    AlgoContext lc = hierPhase(ctx, local, at.local, at.perHost);
     OpArgs inside = op;
     inside.sendbuf = a;
     inside.recvbuf = b;
-    inside.count = op.count * static_cast<size_t>(h);
+    inside.count = op.count * static_cast<size_t>(at.hosts);
     if (Status s = ringAllGather().run(inside, lc); !s) return s;
     Primitives prims(op, ctx, name());
     auto* out = static_cast<char*>(op.recvbuf);
-    for (int j = 0; j < l; ++j)
-      for (int k = 0; k < h; ++k)
-        prims.copy(out + static_cast<size_t>(hl.members[static_cast<size_t>(k)][static_cast<size_t>(j)]) * block,
-                   b + (static_cast<size_t>(j) * static_cast<size_t>(h) + static_cast<size_t>(k)) * block, op.count);
+    forEachStaged(at, [&](int rank, size_t i) { prims.copy(out + static_cast<size_t>(rank) * block, b + i * block, op.count); });
     return Status::ok();
   }
 };

@@ -22,14 +22,9 @@ namespace {
 
 constexpr size_t kRhdBelow = 256 * 1024;
 
-class HierAllReduce final : public AlgorithmOf<Collective::AllReduce> {
+class HierAllReduce final : public HierAlgorithmOf<Collective::AllReduce> {
  public:
-  using AlgorithmOf::AlgorithmOf;
-
-  Status supports(const OpArgs&, int) const override {
-    return notSupported("needs ranks on several hosts (the communicator's host layout)");
-  }
-  Status supportsOn(const OpArgs&, const patterns::HostLayout& hosts) const override { return hierFits(hosts); }
+  using HierAlgorithmOf::HierAlgorithmOf;
 
   double costOn(const OpArgs& op, const patterns::HostLayout& hosts, const CostModel& m) const override {
     const int n = static_cast<int>(hosts.hostOf.size()), l = std::max(1, hosts.perHost), h = hosts.hosts;
@@ -39,18 +34,16 @@ class HierAllReduce final : public AlgorithmOf<Collective::AllReduce> {
   }
 
   Status run(const OpArgs& op, AlgoContext& ctx) const override {
-    if (!ctx.hosts) return notSupported("hier: no host layout in this context");
-    const patterns::HostLayout& hl = *ctx.hosts;
-    if (Status s = hierFits(hl); !s) return s;
-    const int l = hl.perHost, me = ctx.rank, idx = hl.localIndex[static_cast<size_t>(me)],
-              host = hl.hostOf[static_cast<size_t>(me)];
+    HierPlace at;
+    if (Status s = hierPlace(ctx, &at); !s) return s;
+    const int l = at.perHost, idx = at.local;
     const size_t es = dataTypeSize(op.dtype);
     const size_t block = op.count / static_cast<size_t>(l), tail = op.count - block * static_cast<size_t>(l);
     const auto* send = static_cast<const char*>(op.sendbuf);
     auto* recv = static_cast<char*>(op.recvbuf);
     if (block > 0) {
       char* mine = recv + static_cast<size_t>(idx) * block * es;
-      GroupView local(*ctx.transport, hl.members[static_cast<size_t>(host)].data());
+      GroupView local(*ctx.transport, at.hostRanks());
       AlgoContext lc = hierPhase(ctx, local, idx, l);
       OpArgs rs = op;
       if (op.op == RedOp::Avg) rs.op = RedOp::Sum;
@@ -58,8 +51,8 @@ class HierAllReduce final : public AlgorithmOf<Collective::AllReduce> {
       rs.count = block;
       rs.recvbuf = mine;  // in place when sendbuf == recvbuf: NCCL's convention (recvbuf = sendbuf + idx * block)
       if (Status s = ringReduceScatter().run(rs, lc); !s) return s;
-      GroupView column(*ctx.transport, hl.columns[static_cast<size_t>(idx)].data());
-      AlgoContext cc = hierPhase(ctx, column, host, hl.hosts, ctx.nranks);
+      GroupView column(*ctx.transport, at.columnRanks());
+      AlgoContext cc = hierPhase(ctx, column, at.host, at.hosts, ctx.nranks);
       OpArgs ar = op;
       ar.count = block;
       ar.sendbuf = mine;

@@ -29,15 +29,18 @@ class MixedTransport final : public Transport {
 
   // A rank that waits on a same-host peer keeps the network part moving (tcp hands pending frames to
   // its sockets, ucx progresses its worker): else a frame committed to another host at the end of an
-  // operation could wait, unsent, while this rank waits on shm - and the other host on it.
+  // operation could wait, unsent, while this rank waits on shm - and the other host on it. Only when
+  // the shm call finds nothing (the rank is about to wait): a ready chunk costs no network call.
   bool tryAcquireSend(int peer, SendSlot* slot) override {
+    if (part(peer).tryAcquireSend(peer, slot)) return true;
     if (viaLocal_[static_cast<size_t>(peer)]) remote_->progress();
-    return part(peer).tryAcquireSend(peer, slot);
+    return false;
   }
   void commitSend(int peer, size_t bytes) override { part(peer).commitSend(peer, bytes); }
   bool tryRecv(int peer, RecvChunk* chunk) override {
+    if (part(peer).tryRecv(peer, chunk)) return true;
     if (viaLocal_[static_cast<size_t>(peer)]) remote_->progress();
-    return part(peer).tryRecv(peer, chunk);
+    return false;
   }
   void releaseRecv(int peer) override { part(peer).releaseRecv(peer); }
 

@@ -56,43 +56,27 @@ port=$((20000 + $$ % 20000))
 run_ranks() {
   local hosts=$1 per=$2 limit=$3
   shift 3
-  if [[ ${SHARED_IPC:-0} == 1 ]]; then
-    local n=$((hosts * per)) pids=() status=0
-    port=$((port + 1))
-    out=$(mktemp)
-    for ((h = 0; h < hosts; h++)); do
-      # One IPC namespace per host, its ranks started inside it.
-      ip netns exec "${tag}h$h" unshare --ipc bash -c '
-        h=$1 per=$2 n=$3 port=$4 limit=$5 out=$6 interleave=$7; shift 7; pids=()
-        for ((l = 0; l < per; l++)); do
-          r=$((h * per + l))
-          ((interleave)) && r=$((l * n / per + h))  # INTERLEAVE=1: rank r on host r mod HOSTS
-          env RANK=$r WORLD_SIZE=$n LOCAL_RANK=$l LOCAL_WORLD_SIZE=$per MASTER_ADDR=10.78.0.1 MASTER_PORT=$port \
-            ZCOLL_SOCKET_IFNAME="eth$h" UCX_NET_DEVICES="eth$h" UCX_TLS=tcp ZCOLL_CALIBRATE=0 \
-            timeout "$limit" "$@" > "$out.$r" 2>&1 &
-          pids+=($!)
-        done
-        status=0; for p in "${pids[@]}"; do wait "$p" || status=1; done; exit $status' \
-        host "$h" "$per" "$n" "$port" "$limit" "$out" "${INTERLEAVE:-0}" "$@" &
-      pids+=($!)
-    done
-    for p in "${pids[@]}"; do wait "$p" || status=1; done
-    cat "$out.0" > "$out"
-    for ((i = 1; i < n; i++)); do grep -v '^#\|^ ' "$out.$i" >> "$out" || true; done
-    rm -f "$out".*
-    return $status
-  fi
-  local n=$((hosts * per)) pids=() r=0 status=0
+  local n=$((hosts * per)) pids=() status=0 shared=${SHARED_IPC:-0}
   port=$((port + 1))
   out=$(mktemp)
   for ((h = 0; h < hosts; h++)); do
-    for ((l = 0; l < per; l++)); do
-      ip netns exec "${tag}h$h" unshare --ipc env RANK=$r WORLD_SIZE=$n LOCAL_RANK=$l LOCAL_WORLD_SIZE=$per \
-        MASTER_ADDR=10.78.0.1 MASTER_PORT=$port ZCOLL_SOCKET_IFNAME="eth$h" UCX_NET_DEVICES="eth$h" UCX_TLS=tcp ZCOLL_CALIBRATE=0 ZCOLL_DEBUG=WARN \
-        timeout "$limit" "$@" > "$out.$r" 2>&1 &
-      pids+=($!)
-      r=$((r + 1))
-    done
+    # One shell per host, its ranks started from it: in one IPC namespace (SHARED_IPC=1) or each in its own.
+    local host=(ip netns exec "${tag}h$h")
+    ((shared)) && host+=(unshare --ipc)
+    "${host[@]}" bash -c '
+      h=$1 per=$2 n=$3 port=$4 limit=$5 out=$6 interleave=$7 shared=$8; shift 8; pids=()
+      for ((l = 0; l < per; l++)); do
+        r=$((h * per + l))
+        ((interleave)) && r=$((l * n / per + h))  # INTERLEAVE=1: rank r on host r mod HOSTS
+        own=(); ((shared)) || own=(unshare --ipc)
+        "${own[@]}" env RANK=$r WORLD_SIZE=$n LOCAL_RANK=$l LOCAL_WORLD_SIZE=$per MASTER_ADDR=10.78.0.1 MASTER_PORT=$port \
+          ZCOLL_SOCKET_IFNAME="eth$h" UCX_NET_DEVICES="eth$h" UCX_TLS=tcp ZCOLL_CALIBRATE=0 ZCOLL_DEBUG=WARN \
+          timeout "$limit" "$@" > "$out.$r" 2>&1 &
+        pids+=($!)
+      done
+      status=0; for p in "${pids[@]}"; do wait "$p" || status=1; done; exit $status' \
+      host "$h" "$per" "$n" "$port" "$limit" "$out" "${INTERLEAVE:-0}" "$shared" "$@" &
+    pids+=($!)
   done
   for p in "${pids[@]}"; do wait "$p" || status=1; done
   cat "$out.0" > "$out"
