@@ -41,6 +41,9 @@ struct OpArgs {
   const P2PItem* items = nullptr;  // SendRecv only
   size_t nitems = 0;
   bool device = false;  // the buffers are device memory (comm/device.hpp)
+  // Bytes of sendbuf this rank reads, when the op writes none of them (out of place; set by the API
+  // layer), else 0: sends may read them in place (zero copy) until the op ends.
+  size_t stableSendBytes = 0;
 };
 
 // opBytes of an op, as a double for cost formulas.
@@ -64,6 +67,10 @@ struct AlgoContext {
   // Avg divides final values by this (0: nranks); a sub-group phase of a hierarchical algorithm
   // divides by the whole communicator's count once.
   int avgDivisor = 0;
+  // Caller memory that stays unchanged until the whole operation ends (the user's sendbuf of an
+  // out-of-place op): a send from it may be a zero-copy one (Transport::commitSendFrom).
+  const void* stableSrc = nullptr;
+  size_t stableBytes = 0;
 };
 
 class Algorithm {

@@ -17,6 +17,9 @@ class GroupView final : public Transport {
   int slotsPerPeer() const override { return base_.slotsPerPeer(); }
   bool tryAcquireSend(int peer, SendSlot* slot) override { return base_.tryAcquireSend(ranks_[peer], slot); }
   void commitSend(int peer, size_t bytes) override { base_.commitSend(ranks_[peer], bytes); }
+  bool commitSendFrom(int peer, const void* src, size_t bytes) override {
+    return base_.commitSendFrom(ranks_[peer], src, bytes);
+  }
   bool tryRecv(int peer, RecvChunk* chunk) override { return base_.tryRecv(ranks_[peer], chunk); }
   void releaseRecv(int peer) override { base_.releaseRecv(ranks_[peer]); }
   uint32_t prepareSleep() override { return base_.prepareSleep(); }
@@ -26,6 +29,7 @@ class GroupView final : public Transport {
   int pollFd() const override { return base_.pollFd(); }
   bool peerExited(int peer) override { return base_.peerExited(ranks_[peer]); }
   void progress() override { base_.progress(); }
+  bool idle() override { return base_.idle(); }
   MemKind slotMemory() const override { return base_.slotMemory(); }
   void forEachSlotRegion(const std::function<void(void*, size_t)>& fn) override { base_.forEachSlotRegion(fn); }
 

@@ -59,11 +59,16 @@ class P2PBatch final : public AlgorithmOf<Collective::SendRecv> {
             if (left != 0) continue;
           } else {
             size_t n = std::min(left, cap);
-            if (Status s = prims.copyNow(slot.data, static_cast<const char*>(it.buf) + progress[i], n); !s) {
-              failure = std::move(s);
-              return true;
+            const char* src = static_cast<const char*>(it.buf) + progress[i];
+            // A send buffer stays unchanged until the batch ends (writing it meanwhile is the
+            // caller's race, as in NCCL): host memory may go out without the copy.
+            if (prims.onDevice() || !t->commitSendFrom(it.peer, src, n)) {
+              if (Status s = prims.copyNow(slot.data, src, n); !s) {
+                failure = std::move(s);
+                return true;
+              }
+              t->commitSend(it.peer, n);
             }
-            t->commitSend(it.peer, n);
             left -= n;
           }
         } else {

@@ -65,19 +65,21 @@ Status Primitives::step(int recvPeer, int sendPeer, const void* local, void* dst
     if (r != WaitResult::Ready) return waitFailure(r, sendPeer, "waiting for FIFO room at");
   }
 
+  bool committed = false;
   if (dev_) {
     if (Status s = deviceStep(in, out, recvPeer >= 0, sendPeer >= 0, local, dst, n, reduce, finalize); !s) return s;
   } else {
-    hostStep(in, out, recvPeer >= 0, sendPeer >= 0, local, dst, n, reduce, finalize);
+    committed = hostStep(in, out, recvPeer, sendPeer, local, dst, n, reduce, finalize);
   }
   if (recvPeer >= 0) t->releaseRecv(recvPeer);
-  if (sendPeer >= 0) t->commitSend(sendPeer, bytes);
+  if (sendPeer >= 0 && !committed) t->commitSend(sendPeer, bytes);
   if (ctx_.tracer) ctx_.tracer->step(stepKind(), recvPeer >= 0 ? recvPeer : sendPeer, bytes, t0, nowNs());
   return Status::ok();
 }
 
-void Primitives::hostStep(const RecvChunk& in, const SendSlot& out, bool recv, bool send, const void* local,
+bool Primitives::hostStep(const RecvChunk& in, const SendSlot& out, int recvPeer, int sendPeer, const void* local,
                           void* dst, size_t n, bool reduce, bool finalize) {
+  const bool recv = recvPeer >= 0, send = sendPeer >= 0;
   const size_t bytes = n * elemSize_;
   const void* value = local;  // what goes out
   if (reduce) {
@@ -89,7 +91,14 @@ void Primitives::hostStep(const RecvChunk& in, const SendSlot& out, bool recv, b
     if (dst) copyBytes(dst, in.data, bytes);
     value = in.data;
   }
-  if (send && value != out.data) copyBytes(out.data, value, bytes);
+  if (!send || value == out.data) return false;
+  // Memory that stays unchanged until the op ends may go out without the copy (a transport that
+  // can - ib, from registered memory - commits it itself).
+  auto v = reinterpret_cast<uintptr_t>(value), stable = reinterpret_cast<uintptr_t>(ctx_.stableSrc);
+  if (v >= stable && v + bytes <= stable + ctx_.stableBytes && ctx_.transport->commitSendFrom(sendPeer, value, bytes))
+    return true;
+  copyBytes(out.data, value, bytes);
+  return false;
 }
 
 Status Primitives::deviceStep(const RecvChunk& in, const SendSlot& out, bool recv, bool send, const void* local,

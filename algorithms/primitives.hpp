@@ -72,7 +72,8 @@ class Primitives {
 
  private:
   Status step(int recvPeer, int sendPeer, const void* local, void* dst, size_t n, bool reduce, bool finalize);
-  void hostStep(const RecvChunk& in, const SendSlot& out, bool recv, bool send, const void* local, void* dst,
+  // The host half of step(); true when it committed the send itself (zero copy).
+  bool hostStep(const RecvChunk& in, const SendSlot& out, int recvPeer, int sendPeer, const void* local, void* dst,
                 size_t n, bool reduce, bool finalize);
   // The device half of step(): queue the chunk's work, wait for it.
   Status deviceStep(const RecvChunk& in, const SendSlot& out, bool recv, bool send, const void* local, void* dst,

@@ -96,11 +96,20 @@ Status checkBuffers(const Call& c, const void* send, const void* recv, size_t el
   return Status::ok();
 }
 
+// The bytes of sendbuff that the op reads and never writes (no overlap with recvbuff), else 0.
+size_t stableSendBytes(const Call& c, const void* send, const void* recv, size_t elemSize) {
+  if (!c.needSend || !send) return 0;
+  const size_t sendBytes = c.sendElems * elemSize, recvBytes = c.needRecv && recv ? c.recvElems * elemSize : 0;
+  auto s = reinterpret_cast<uintptr_t>(send), r = reinterpret_cast<uintptr_t>(recv);
+  return recvBytes > 0 && s < r + recvBytes && r < s + sendBytes ? 0 : sendBytes;
+}
+
 // Validates the buffers, then runs / queues / groups the operation on the communicator `ref` pins.
 Status launch(const CommRef& ref, zcollComm_t comm, OpArgs op, const Call& call, const char* countName, Mode mode,
               zcollRequest_t* request, zcollStream_t stream, const P2PItem* item = nullptr) {
   if (Status s = checkBuffers(call, op.sendbuf, op.recvbuf, dataTypeSize(op.dtype), countName); !s) return s;
   if (Status s = memoryKind(call, op, stream, &op.device); !s) return s;
+  op.stableSendBytes = stableSendBytes(call, op.sendbuf, op.recvbuf, dataTypeSize(op.dtype));
   if (op.device && !ref->device())
     return invalidUsage("device buffers on a communicator created before the process had a device runtime");
   if (mode == Mode::Async) {

@@ -1,6 +1,7 @@
 // api_comm.cpp - the C ABI of communicator lifecycle: ids, init, destroy, abort, queries.
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstring>
 #include <mutex>
 #include <shared_mutex>
@@ -256,6 +257,28 @@ zcollResult_t zcollCommUserRank(const zcollComm_t comm, int* rank) {
     if (!rank) return invalidArgument("rank: NULL pointer");
     *rank = c->rank();
     return Status::ok();
+  });
+}
+
+zcollResult_t zcollCommRegister(const zcollComm_t comm, void* buff, size_t size, void** handle) {
+  return apiCall("zcollCommRegister", [&] {
+    CommRef c;
+    if (Status s = c.acquire(comm); !s) return s;
+    if (!handle) return invalidArgument("handle: NULL pointer");
+    if (!buff) return invalidArgument("buff: NULL pointer");
+    if (size == 0) return invalidArgument("size: 0 (nothing to register)");
+    if (size > PTRDIFF_MAX || reinterpret_cast<uintptr_t>(buff) + size < reinterpret_cast<uintptr_t>(buff))
+      return invalidArgument("size = {}: beyond the address space", size);
+    return c->registerBuffer(buff, size, handle);
+  });
+}
+
+zcollResult_t zcollCommDeregister(const zcollComm_t comm, void* handle) {
+  return apiCall("zcollCommDeregister", [&] {
+    CommRef c;
+    if (Status s = c.acquire(comm); !s) return s;
+    if (!handle) return invalidArgument("handle: NULL pointer");
+    return c->deregisterBuffer(handle);
   });
 }
 

@@ -131,6 +131,33 @@ void Communicator::recordFailure(const Status& s) {
   ZCOLL_WARN(Coll, rank_, "{}", s.message());
 }
 
+Status Communicator::registerBuffer(void* base, size_t bytes, void** handle) {
+  auto reg = std::make_unique<Registration>();
+  reg->base = base;
+  reg->bytes = bytes;
+  DeviceRuntime* rt = deviceRuntime();
+  if (!rt || rt->kindOf(base) != MemKind::Device)
+    if (Status s = transport_->registerMemory(base, bytes, &reg->id); !s) return s;
+  std::lock_guard lock(mutex_);
+  *handle = reg.get();
+  registrations_.push_back(std::move(reg));
+  return Status::ok();
+}
+
+Status Communicator::deregisterBuffer(void* handle) {
+  std::unique_ptr<Registration> reg;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = std::find_if(registrations_.begin(), registrations_.end(), [&](const auto& r) { return r.get() == handle; });
+    if (it == registrations_.end())
+      return invalidArgument("handle: {} is not a registration of this communicator (deregistered already?)", handle);
+    reg = std::move(*it);
+    registrations_.erase(it);
+  }
+  if (reg->id) transport_->unregisterMemory(reg->id);
+  return Status::ok();
+}
+
 std::string Communicator::asyncErrorMessage() {
   std::lock_guard lock(mutex_);
   return firstError_;
@@ -198,11 +225,24 @@ Status Communicator::execute(const OpArgs& op, const Algorithm& algoRef) {
   if (dev) {
     ctx.device = &*dev;
     ctx.scratch = &deviceScratch_;
+  } else if (op.coll != Collective::SendRecv) {
+    ctx.stableSrc = op.sendbuf;
+    ctx.stableBytes = op.stableSendBytes;
   }
   ZCOLL_TRACE(Coll, rank_, "{} #{} ({}): count {} {} {} root {}", collectiveName(op.coll), op.seq, algo->name(),
               op.count, dataTypeName(op.dtype), redOpName(op.op), op.root);
   const int64_t t0 = tracer_ ? nowNs() : 0;
   Status s = algo->run(op, ctx);
+  if (s) {
+    // The op's last frames leave this rank (and zero-copy sends stop reading the caller's buffers)
+    // before it returns: a rank that then blocks outside zcoll must not starve a peer.
+    const WaitResult r = waiter.until([&] { return transport->idle(); }, [] { return -1; });
+    if (r != WaitResult::Ready)
+      s = Status(r == WaitResult::Aborted ? StatusCode::Aborted : StatusCode::Timeout,
+                 fmt::format("{} #{} ({}): rank {} could not hand its last {} sends over before the {}", collectiveName(op.coll),
+                             op.seq, algo->name(), rank_, transport->name(),
+                             r == WaitResult::Aborted ? "communicator was aborted" : "timeout (is a peer still receiving?)"));
+  }
   if (dev) {
     // Whatever happened, the device work queued for this op ends before the op does.
     Status d = dev->sync(waiter.deadline());

@@ -91,6 +91,13 @@ class Communicator {
   // Waits (bounded by the timeout) for queued operations to finish; then the object may be deleted.
   Status drain();
 
+  // zcollCommRegister: a buffer later operations may send from without a copy. Host memory goes to
+  // the host transport (ib registers it with its NIC; the others need nothing); device memory is
+  // remembered only (no GPUDirect RDMA: device data is staged through the slots). *handle for
+  // deregisterBuffer; whatever is left goes with the communicator.
+  Status registerBuffer(void* base, size_t bytes, void** handle);
+  Status deregisterBuffer(void* handle);
+
   // Calls in progress on this communicator from API threads (abort waits for them to leave).
   std::atomic<int> activeCalls{0};
 
@@ -159,6 +166,12 @@ class Communicator {
   std::vector<std::unique_ptr<Request>> requests_;
   std::vector<Request*> freeRequests_;
   std::atomic<int> pending_{0};  // submitted and not yet completed
+  struct Registration {
+    void* base = nullptr;
+    size_t bytes = 0;
+    uint64_t id = 0;  // the transport's (0: none)
+  };
+  std::vector<std::unique_ptr<Registration>> registrations_;
   bool stopWorker_ = false;
   std::thread worker_;
 };

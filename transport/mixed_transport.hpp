@@ -37,6 +37,9 @@ class MixedTransport final : public Transport {
     return false;
   }
   void commitSend(int peer, size_t bytes) override { part(peer).commitSend(peer, bytes); }
+  bool commitSendFrom(int peer, const void* src, size_t bytes) override {
+    return part(peer).commitSendFrom(peer, src, bytes);
+  }
   bool tryRecv(int peer, RecvChunk* chunk) override {
     if (part(peer).tryRecv(peer, chunk)) return true;
     if (viaLocal_[static_cast<size_t>(peer)]) remote_->progress();
@@ -53,6 +56,12 @@ class MixedTransport final : public Transport {
     local_->progress();
     remote_->progress();
   }
+  bool idle() override { return local_->idle() && remote_->idle(); }
+  // Only the network part sends from caller memory.
+  Status registerMemory(void* base, size_t bytes, uint64_t* id) override {
+    return remote_->registerMemory(base, bytes, id);
+  }
+  void unregisterMemory(uint64_t id) override { remote_->unregisterMemory(id); }
   void forEachSlotRegion(const std::function<void(void*, size_t)>& fn) override {
     local_->forEachSlotRegion(fn);
     remote_->forEachSlotRegion(fn);

@@ -17,6 +17,7 @@
 #include <string_view>
 
 #include "comm/device.hpp"
+#include "comm/status.hpp"
 
 namespace zcoll {
 
@@ -41,6 +42,14 @@ class Transport {
 
   virtual bool tryAcquireSend(int peer, SendSlot* slot) = 0;
   virtual void commitSend(int peer, size_t bytes) = 0;
+  // Zero copy: commits the slot taken by tryAcquireSend with `bytes` read from src (caller memory)
+  // instead of the slot's contents, or returns false - the caller then copies into the slot and
+  // commits. Only for memory the caller registered (registerMemory); src must stay unchanged until
+  // idle() is true, which the end of every operation waits for.
+  virtual bool commitSendFrom(int peer, const void* src, size_t bytes) {
+    (void)peer, (void)src, (void)bytes;
+    return false;
+  }
   virtual bool tryRecv(int peer, RecvChunk* chunk) = 0;
   virtual void releaseRecv(int peer) = 0;
 
@@ -63,6 +72,20 @@ class Transport {
     (void)peer;
     return false;
   }
+
+  // Whether everything committed so far has left this rank's hands: no frame waits in a send queue
+  // for this rank's next call and no transfer still reads caller memory. Moves what it can first,
+  // without waiting. Every operation ends by waiting (bounded) for it: a rank that then blocks
+  // outside zcoll must not starve a peer of the operation's last frames.
+  virtual bool idle() { return true; }
+  // A buffer that later operations may send from without a copy (zcollCommRegister): a transport
+  // that can (ib) registers it with its NIC and returns an id > 0 for unregisterMemory; 0: nothing.
+  virtual Status registerMemory(void* base, size_t bytes, uint64_t* id) {
+    (void)base, (void)bytes;
+    *id = 0;
+    return Status::ok();
+  }
+  virtual void unregisterMemory(uint64_t id) { (void)id; }
 
   // Moves bytes already committed or arriving, without waiting (network transports; shm needs no
   // help). Called while this rank waits on something else - device work - so transfers overlap it.

@@ -197,6 +197,21 @@ zcollResult_t zcollCommCount(const zcollComm_t comm, int* count);
 /** This rank's index, written to *rank. */
 zcollResult_t zcollCommUserRank(const zcollComm_t comm, int* rank);
 
+/** Registers [buff, buff + size) with the communicator (ncclCommRegister): later operations may send
+ *  from it without copying it first. With the ib transport, host memory is registered with the NIC
+ *  (pinned; one memory region per distinct page range, shared by overlapping registrations) and
+ *  chunks of point-to-point sends and of out-of-place collectives' sendbuff go out by RDMA straight
+ *  from it; elsewhere registration only records the buffer, and device memory is always staged.
+ *  Register before using the buffer in operations and keep it allocated until deregistered.
+ *  *handle is for zcollCommDeregister; registrations left are released by zcollCommDestroy.
+ *  Errors: a NULL buff or handle, size 0 (zcollInvalidArgument); the NIC refusing (zcollSystemError,
+ *  for example past the locked-memory limit, `ulimit -l`). */
+zcollResult_t zcollCommRegister(const zcollComm_t comm, void* buff, size_t size, void** handle);
+
+/** Releases a registration of zcollCommRegister. Operations issued after it no longer read the buffer
+ *  in place. A handle that is not a live registration of comm is zcollInvalidArgument. */
+zcollResult_t zcollCommDeregister(const zcollComm_t comm, void* handle);
+
 /* ---------------------------------------------------------------------------------------------
  * Collectives (NCCL's argument order). count is in elements. In-place: sendbuff == recvbuff for
  * all-reduce, broadcast and reduce; sendbuff == recvbuff + rank * recvcount for all-gather;

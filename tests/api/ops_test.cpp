@@ -2,6 +2,7 @@
 // timeouts that name the peer and the step (abort from another thread: resources_test.cpp).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <numeric>
 #include <stdlib.h>
@@ -200,6 +201,67 @@ TEST(Failures, TimeoutNamesThePeer) {
     EXPECT_EQ(zcollCommGetAsyncError(comm, &async), zcollSuccess);
     EXPECT_EQ(async, zcollTimeout);
     EXPECT_EQ(zcollAllReduce(&x, &y, 1, zcollFloat, zcollSum, comm, nullptr), zcollTimeout);
+  });
+}
+
+// An operation returns only once its frames are in the kernel's hands (Transport::idle): the root
+// of a broadcast much larger than the sockets' buffers but not than its FIFO, which then blocks
+// outside zcoll until the other rank's broadcast has returned, must not starve it. Before the fix
+// the root's last frames stayed in tcp's send ring and rank 1 timed out.
+TEST(Completion, OpLeavesNothingUnsentOverTcp) {
+  zcollConfig_t c = config(2 << 20, 20000);
+  c.fifoSlots = 16;  // 32 MiB of FIFO per peer
+  c.transports = "tcp";
+  RankPool pool(2, c);
+  const size_t n = (24u << 20) / sizeof(int32_t);
+  std::atomic<bool> received{false};
+  pool.run([&](int rank, zcollComm_t comm) {
+    std::vector<int32_t> buf = rank == 0 ? pattern(0, 1, n) : std::vector<int32_t>(n, -1);
+    // Rank 1 comes late: the root's sockets fill (the kernel grows no window nobody reads) and the
+    // rest of the broadcast waits in the root's FIFO when its call ends.
+    if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    ASSERT_EQ(zcollBroadcast(buf.data(), buf.data(), n, zcollInt32, 0, comm, nullptr), zcollSuccess)
+        << zcollGetLastError(comm);
+    if (rank == 1) {
+      EXPECT_EQ(buf, pattern(0, 1, n));
+      received = true;
+      return;
+    }
+    // An application-level wait on the peer, outside zcoll.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (!received && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    EXPECT_TRUE(received) << "rank 1's broadcast did not return while rank 0 waited outside zcoll";
+  });
+}
+
+// zcollCommRegister/Deregister (ncclCommRegister's shape): bad arguments name themselves; buffers
+// registered or not give the same results (over shm registration only records the buffer; the ib
+// transport's zero-copy path runs in tools/rdma-check).
+TEST(Register, ArgumentsAndResults) {
+  RankPool pool(2, config(4096));
+  pool.run([&](int rank, zcollComm_t comm) {
+    std::vector<float> in(10000, static_cast<float>(rank + 1)), out(10000, 0);
+    void* h = nullptr;
+    EXPECT_EQ(zcollCommRegister(comm, in.data(), 0, &h), zcollInvalidArgument);
+    EXPECT_NE(std::string(zcollGetLastError(comm)).find("size"), std::string::npos);
+    EXPECT_EQ(zcollCommRegister(comm, nullptr, 16, &h), zcollInvalidArgument);
+    EXPECT_NE(std::string(zcollGetLastError(comm)).find("buff"), std::string::npos);
+    EXPECT_EQ(zcollCommRegister(comm, in.data(), 16, nullptr), zcollInvalidArgument);
+    EXPECT_NE(std::string(zcollGetLastError(comm)).find("handle"), std::string::npos);
+    EXPECT_EQ(zcollCommRegister(nullptr, in.data(), 16, &h), zcollInvalidArgument);
+    ASSERT_EQ(zcollCommRegister(comm, in.data(), in.size() * sizeof(float), &h), zcollSuccess) << zcollGetLastError(comm);
+    void* h2 = nullptr;  // the same range twice: two handles
+    ASSERT_EQ(zcollCommRegister(comm, in.data(), in.size() * sizeof(float), &h2), zcollSuccess);
+    EXPECT_NE(h, h2);
+    ASSERT_EQ(zcollAllReduce(in.data(), out.data(), in.size(), zcollFloat, zcollSum, comm, nullptr), zcollSuccess);
+    for (float v : out) ASSERT_EQ(v, 3.0f);
+    EXPECT_EQ(zcollCommDeregister(comm, h), zcollSuccess);
+    EXPECT_EQ(zcollCommDeregister(comm, h), zcollInvalidArgument);  // twice
+    EXPECT_NE(std::string(zcollGetLastError(comm)).find("handle"), std::string::npos);
+    int local = 0;
+    EXPECT_EQ(zcollCommDeregister(comm, &local), zcollInvalidArgument);
+    EXPECT_EQ(zcollCommDeregister(comm, nullptr), zcollInvalidArgument);
+    // h2 is left for zcollCommDestroy (RankPool destroys the communicator).
   });
 }
 

@@ -23,7 +23,7 @@ constexpr uint8_t kTimeout = 17;           // ACK timeout 4.096 us * 2^17 = 0.54
 constexpr uint8_t kRetries = 7;            // 7 retries: a gone peer fails a send within ~4 s
 constexpr uint8_t kRnrForever = 7;         // receiver not ready: retry forever (receives are always posted)
 // A work request's id: the peer, and what it is.
-constexpr uint64_t kSendWr = 0, kRecvWr = 1, kProbeWr = 2;
+constexpr uint64_t kSendWr = 0, kRecvWr = 1, kProbeWr = 2, kZeroCopyWr = 3;
 uint64_t wrId(int peer, uint64_t kind) { return static_cast<uint64_t>(peer) << 2 | kind; }
 
 // What a rank tells the others about itself (first exchange).
@@ -145,6 +145,7 @@ Status IbTransport::open(const Config& config, PortChoice* choice) {
   for (const Peer& p : peers_) served += p.served ? 1 : 0;
   const size_t slotBytes = static_cast<size_t>(slots_) * chunk_;
   if (!(pd_ = ibv_alloc_pd(ctx_))) return verbsError("ibv_alloc_pd", errno);
+  mrs_ = std::make_unique<MrCache>(pd_);
   if (!(channel_ = ibv_create_comp_channel(ctx_))) return verbsError("ibv_create_comp_channel", errno);
   const int flags = ::fcntl(channel_->fd, F_GETFL);
   if (flags < 0 || ::fcntl(channel_->fd, F_SETFL, flags | O_NONBLOCK) != 0) return verbsError("fcntl O_NONBLOCK", errno);
@@ -309,6 +310,7 @@ IbTransport::~IbTransport() {
     ibv_destroy_cq(cq_);
   }
   if (mr_) ibv_dereg_mr(mr_);
+  mrs_.reset();
   if (region_) ::munmap(region_, regionBytes_);
   if (channel_) ibv_destroy_comp_channel(channel_);
   if (pd_) ibv_dealloc_pd(pd_);
@@ -328,16 +330,17 @@ void IbTransport::postRecv(int peer) {
   if (int e = ibv_post_recv(peers_[static_cast<size_t>(peer)].qp, &wr, &bad)) markDead(peer, std::strerror(e));
 }
 
-void IbTransport::postWrite(int peer, uint64_t localOffset, uint32_t bytes, uint64_t remote, int64_t imm) {
+void IbTransport::postWrite(int peer, uint64_t addr, uint32_t lkey, uint32_t bytes, uint64_t remote, int64_t imm,
+                            uint64_t kind) {
   Peer& p = peers_[static_cast<size_t>(peer)];
   while (p.inFlight >= sendDepth_ && !p.dead) poll();  // not reached while credits bound the writes
   if (p.dead) return;
   ibv_sge sge{};
-  sge.addr = reinterpret_cast<uint64_t>(region_) + localOffset;
+  sge.addr = addr;
   sge.length = bytes;
-  sge.lkey = mr_->lkey;
+  sge.lkey = lkey;
   ibv_send_wr wr{};
-  wr.wr_id = wrId(peer, imm < 0 ? kProbeWr : kSendWr);
+  wr.wr_id = wrId(peer, kind);
   wr.sg_list = bytes ? &sge : nullptr;
   wr.num_sge = bytes ? 1 : 0;
   wr.opcode = imm < 0 ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_WRITE_WITH_IMM;
@@ -350,6 +353,7 @@ void IbTransport::postWrite(int peer, uint64_t localOffset, uint32_t bytes, uint
     return;
   }
   ++p.inFlight;
+  if (kind == kZeroCopyWr) ++zeroCopyInFlight_;
 }
 
 void IbTransport::poll() {
@@ -360,6 +364,7 @@ void IbTransport::poll() {
       const int peer = static_cast<int>(wc[i].wr_id >> 2);
       Peer& p = peers_[static_cast<size_t>(peer)];
       const bool isRecv = (wc[i].wr_id & 3) == kRecvWr;
+      if ((wc[i].wr_id & 3) == kZeroCopyWr) --zeroCopyInFlight_;
       if ((wc[i].wr_id & 3) == kProbeWr) {
         p.probing = false;
         ZCOLL_TRACE(Coll, rank_, "ib: probe of rank {}: {}", peer, ibv_wc_status_str(wc[i].status));
@@ -397,10 +402,27 @@ bool IbTransport::tryAcquireSend(int peer, SendSlot* slot) {
 
 void IbTransport::commitSend(int peer, size_t bytes) {
   Peer& p = peers_[static_cast<size_t>(peer)];
-  const uint64_t offset = static_cast<uint64_t>(p.send - region_) + (p.sendHead % static_cast<uint64_t>(slots_)) * chunk_;
-  const uint64_t remote = p.remoteRecv + (p.sendHead % static_cast<uint64_t>(slots_)) * chunk_;
+  const uint64_t slot = (p.sendHead % static_cast<uint64_t>(slots_)) * chunk_;
   ++p.sendHead;
-  postWrite(peer, offset, static_cast<uint32_t>(bytes), remote, static_cast<int64_t>(bytes));
+  postWrite(peer, reinterpret_cast<uint64_t>(p.send + slot), mr_->lkey, static_cast<uint32_t>(bytes), p.remoteRecv + slot,
+            static_cast<int64_t>(bytes), kSendWr);
+}
+
+bool IbTransport::commitSendFrom(int peer, const void* src, size_t bytes) {
+  if (zeroCopyInFlight_ == 0) mrs_->refresh();  // no write names an MR now: registrations may change
+  uint32_t lkey = 0;
+  if (mrs_->empty() || !mrs_->find(src, bytes, &lkey)) return false;
+  Peer& p = peers_[static_cast<size_t>(peer)];
+  const uint64_t slot = (p.sendHead % static_cast<uint64_t>(slots_)) * chunk_;
+  ++p.sendHead;
+  postWrite(peer, reinterpret_cast<uint64_t>(src), lkey, static_cast<uint32_t>(bytes), p.remoteRecv + slot,
+            static_cast<int64_t>(bytes), kZeroCopyWr);
+  return true;
+}
+
+bool IbTransport::idle() {
+  if (zeroCopyInFlight_ > 0) poll();
+  return zeroCopyInFlight_ == 0;
 }
 
 bool IbTransport::tryRecv(int peer, RecvChunk* chunk) {
@@ -416,7 +438,7 @@ bool IbTransport::tryRecv(int peer, RecvChunk* chunk) {
 void IbTransport::releaseRecv(int peer) {
   Peer& p = peers_[static_cast<size_t>(peer)];
   ++p.recvTail;
-  postWrite(peer, 0, 0, p.remoteRecv, int64_t{kCredit | 1});
+  postWrite(peer, 0, 0, 0, p.remoteRecv, int64_t{kCredit | 1}, kSendWr);
 }
 
 bool IbTransport::peerExited(int peer) {
@@ -424,7 +446,7 @@ bool IbTransport::peerExited(int peer) {
   if (!p.dead && watch_.exited(peer)) markDead(peer, "its process has exited");
   if (!p.dead && !p.probing) {
     p.probing = true;
-    postWrite(peer, 0, 0, p.remoteRecv, -1);
+    postWrite(peer, 0, 0, 0, p.remoteRecv, -1, kProbeWr);
   }
   poll();
   return p.dead;

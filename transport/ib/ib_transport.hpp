@@ -5,7 +5,9 @@
 // are the only memory the NIC touches: no per-call registration). A committed send slot k goes out
 // as one RDMA WRITE WITH IMMEDIATE straight into the peer's receive slot k (the immediate is the
 // byte count); the receiver sees it as a receive completion, in order (RC). releaseRecv() gives the
-// slot back with a credit: a zero-byte WRITE WITH IMMEDIATE whose immediate has the credit bit. A
+// slot back with a credit: a zero-byte WRITE WITH IMMEDIATE whose immediate has the credit bit.
+// Zero copy (commitSendFrom): a chunk from memory the caller registered (zcollCommRegister, kept in
+// an MR cache: mr_cache.hpp) is written from there, not from the send slot. A
 // sender may run `slots` chunks ahead of the credits it has. One completion queue per communicator,
 // polled by every call (no syscall); sleeping arms it (ibv_req_notify_cq) and waits on its
 // completion channel's fd beside an eventfd for wake(). A failed work completion (retries exhausted:
@@ -26,6 +28,7 @@
 #include "comm/bootstrap.hpp"
 #include "comm/config.hpp"
 #include "transport/epoll_sleeper.hpp"
+#include "transport/ib/mr_cache.hpp"
 #include "transport/peer_watch.hpp"
 #include "transport/transport.hpp"
 
@@ -59,6 +62,12 @@ class IbTransport final : public Transport {
 
   bool tryAcquireSend(int peer, SendSlot* slot) override;
   void commitSend(int peer, size_t bytes) override;
+  // Zero copy: from memory registered by registerMemory, the RDMA write reads the caller's buffer
+  // itself into the peer's receive slot; idle() is false until every such write has completed.
+  bool commitSendFrom(int peer, const void* src, size_t bytes) override;
+  bool idle() override;
+  Status registerMemory(void* base, size_t bytes, uint64_t* id) override { return mrs_->add(base, bytes, id); }
+  void unregisterMemory(uint64_t id) override { mrs_->remove(id); }
   bool tryRecv(int peer, RecvChunk* chunk) override;
   void releaseRecv(int peer) override;
 
@@ -99,8 +108,9 @@ class IbTransport final : public Transport {
   Status open(const Config& config, PortChoice* port);  // this rank's device, buffers and queues
   void poll();                                          // drains the completion queue
   void postRecv(int peer);
-  // An RDMA write with immediate `imm` (a chunk or a credit), or without one (a probe: imm < 0).
-  void postWrite(int peer, uint64_t localOffset, uint32_t bytes, uint64_t remote, int64_t imm);
+  // An RDMA write of [addr, addr + bytes) (lkey) with immediate `imm` (a chunk or a credit), or
+  // without one (a probe: imm < 0); `kind` names it in its work request id.
+  void postWrite(int peer, uint64_t addr, uint32_t lkey, uint32_t bytes, uint64_t remote, int64_t imm, uint64_t kind);
   void markDead(int peer, const char* why);
 
   int rank_ = 0;
@@ -111,7 +121,9 @@ class IbTransport final : public Transport {
   ibv_pd* pd_ = nullptr;
   ibv_comp_channel* channel_ = nullptr;
   ibv_cq* cq_ = nullptr;
-  ibv_mr* mr_ = nullptr;
+  ibv_mr* mr_ = nullptr;               // the slots
+  std::unique_ptr<MrCache> mrs_;       // caller memory (zero copy)
+  int64_t zeroCopyInFlight_ = 0;       // zero-copy writes posted and not completed
   uint8_t* region_ = nullptr;
   size_t regionBytes_ = 0;
   uint32_t unackedEvents_ = 0;

@@ -153,7 +153,7 @@ void TcpTransport::flushStream(Peer& p, Stream& st) {
     // be half sent.
     iovec iov[8];
     int count = 0;
-    for (uint64_t f = st.sendFrame; f < p.sendHead && count < 8; f += k) {
+    for (uint64_t f = st.sendFrame; f < p.sendHead && count + 2 <= 8; f += k) {  // a frame takes <= 2 entries
       const size_t slot = static_cast<size_t>(f % static_cast<uint64_t>(slots_));
       const size_t skip = f == st.sendFrame ? st.sendOffset : 0;
       if (skip < 4) iov[count++] = iovec{reinterpret_cast<uint8_t*>(&p.sendBytes[slot]) + skip, 4 - skip};

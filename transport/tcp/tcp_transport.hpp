@@ -5,7 +5,8 @@
 // one of `slots` receive slots, chunkCapacity() bytes each. A committed send slot goes out as one
 // frame (4-byte length, then the bytes) as far as the socket takes it; what is left goes out on the
 // next call into the transport (any call progresses every peer's pending sends, so that a rank
-// waiting to receive never holds back what another waits for). Frames are received through a
+// waiting to receive never holds back what another waits for), and an operation ends only once
+// all of its frames are in the kernel's hands (idle()). Frames are received through a
 // 64 KiB bounce buffer per connection (one recv takes the end of a frame and the start of the next;
 // the kernel's copy lands in cache) and copied into the receive slots. With K connections, frame f
 // travels on connection f mod K (each connection stays in order; frames complete out of order
@@ -52,6 +53,10 @@ class TcpTransport final : public Transport {
   int pollFd() const override { return sleeper_.fd(); }
   bool peerExited(int peer) override { return peers_[static_cast<size_t>(peer)].dead; }
   void progress() override { flushAll(); }
+  bool idle() override {
+    flushAll();
+    return pendingPeers_ == 0;
+  }
   void forEachSlotRegion(const std::function<void(void*, size_t)>& fn) override {
     for (Peer& p : peers_) {
       if (!p.send.empty()) fn(p.send.data(), p.send.size());

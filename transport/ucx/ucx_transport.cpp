@@ -173,16 +173,29 @@ void UcxTransport::postRecv(int peer, size_t slot) {
   }
 }
 
-bool UcxTransport::tryAcquireSend(int peer, SendSlot* slot) {
-  Peer& p = peers_[static_cast<size_t>(peer)];
-  progress();
-  while (p.sendDone < p.sendHead) {  // retire completed sends, oldest first
+void UcxTransport::retireSends(Peer& p) {
+  while (p.sendDone < p.sendHead) {  // oldest first
     Op& op = p.sendOps[static_cast<size_t>(p.sendDone % static_cast<uint64_t>(slots_))];
     if (!op.done) break;
     if (op.status != UCS_OK) p.dead = true;
     retire(op);
     ++p.sendDone;
   }
+}
+
+bool UcxTransport::idle() {
+  progress();
+  for (Peer& p : peers_) {
+    retireSends(p);
+    if (p.sendDone < p.sendHead && !p.dead) return false;
+  }
+  return true;
+}
+
+bool UcxTransport::tryAcquireSend(int peer, SendSlot* slot) {
+  Peer& p = peers_[static_cast<size_t>(peer)];
+  progress();
+  retireSends(p);
   if (p.sendHead - p.sendDone >= static_cast<uint64_t>(slots_)) return false;
   slot->data = p.send.data() + (p.sendHead % static_cast<uint64_t>(slots_)) * chunk_;
   slot->capacity = chunk_;

@@ -48,6 +48,7 @@ class UcxTransport final : public Transport {
   int pollFd() const override { return sleeper_.fd(); }
   bool peerExited(int peer) override { return peers_[static_cast<size_t>(peer)].dead; }
   void progress() override;
+  bool idle() override;  // every send completed
   void forEachSlotRegion(const std::function<void(void*, size_t)>& fn) override {
     for (Peer& p : peers_) {
       if (!p.send.empty()) fn(p.send.data(), p.send.size());
@@ -77,6 +78,7 @@ class UcxTransport final : public Transport {
   UcxTransport() = default;
   void postRecv(int peer, size_t slot);
   void retire(Op& op);  // frees a completed request
+  void retireSends(Peer& p);  // retires p's completed sends, oldest first
 
   size_t chunk_ = 0;
   int slots_ = 0;
