@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Every collective (float sum), checked element by element by zcoll-bench, over each network transport forced
-# on this host (ZCOLL_TRANSPORTS=tcp, =ucx over loopback), with 2 and 3 ranks (processes).
+# on this host (ZCOLL_TRANSPORTS=tcp, =ucx over loopback), with 2 and 3 ranks (processes); then every
+# type x op of all-reduce/reduce-scatter/all-gather and a ring of send/recv with each buffer registered
+# (zcollCommRegister) around its call (collective_check: ucx sends stable buffers in place).
 #
 #   tests/transports/run.sh BUILD_DIR TRANSPORT      (meson test "transport tcp" / "transport ucx")
 set -uo pipefail
@@ -24,6 +26,14 @@ for n in 2 3; do
       echo "FAILED: $transport $n ranks $coll"; sed 's/^/    /' <<< "$out" | tail -15; failures=$((failures + 1))
     fi
   done
+done
+for n in 2 3; do
+  out=$(COLLECTIVE_CHECK_REGISTER=1 ZCOLL_CHUNK_SIZE=16K "$run" -n "$n" "$build/tests/collective_check" 2>&1)
+  if [[ $? -eq 0 ]] && [[ $(grep -c ", 0 wrong" <<< "$out") -eq $((4 * n)) ]]; then
+    echo "ok: $transport $n ranks, registered buffers: $(grep -o 'rank 0 of [0-9]*: [a-z]*: [0-9]* cases, 0 wrong' <<< "$out" | sed 's/rank 0 of [0-9]*: //' | tr '\n' ' ')"
+  else
+    echo "FAILED: $transport $n ranks, registered buffers"; sed 's/^/    /' <<< "$out" | tail -15; failures=$((failures + 1))
+  fi
 done
 echo "$transport: $failures failure(s)"
 ((failures == 0))

@@ -303,6 +303,9 @@ Status IbTransport::create(Bootstrap& boot, const Config& config, bool required,
 }
 
 IbTransport::~IbTransport() {
+  if (zeroCopyChunks_ > 0)
+    ZCOLL_INFO(Init, rank_, "ib: {} chunks sent from registered memory (zero copy), {} through the slots", zeroCopyChunks_,
+               slotChunks_);
   for (Peer& p : peers_)
     if (p.qp) ibv_destroy_qp(p.qp);
   if (cq_) {
@@ -404,6 +407,7 @@ void IbTransport::commitSend(int peer, size_t bytes) {
   Peer& p = peers_[static_cast<size_t>(peer)];
   const uint64_t slot = (p.sendHead % static_cast<uint64_t>(slots_)) * chunk_;
   ++p.sendHead;
+  ++slotChunks_;
   postWrite(peer, reinterpret_cast<uint64_t>(p.send + slot), mr_->lkey, static_cast<uint32_t>(bytes), p.remoteRecv + slot,
             static_cast<int64_t>(bytes), kSendWr);
 }
@@ -415,6 +419,7 @@ bool IbTransport::commitSendFrom(int peer, const void* src, size_t bytes) {
   Peer& p = peers_[static_cast<size_t>(peer)];
   const uint64_t slot = (p.sendHead % static_cast<uint64_t>(slots_)) * chunk_;
   ++p.sendHead;
+  ++zeroCopyChunks_;
   postWrite(peer, reinterpret_cast<uint64_t>(src), lkey, static_cast<uint32_t>(bytes), p.remoteRecv + slot,
             static_cast<int64_t>(bytes), kZeroCopyWr);
   return true;

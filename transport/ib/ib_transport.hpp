@@ -124,6 +124,7 @@ class IbTransport final : public Transport {
   ibv_mr* mr_ = nullptr;               // the slots
   std::unique_ptr<MrCache> mrs_;       // caller memory (zero copy)
   int64_t zeroCopyInFlight_ = 0;       // zero-copy writes posted and not completed
+  uint64_t zeroCopyChunks_ = 0, slotChunks_ = 0;  // chunks sent each way (logged at the end)
   uint8_t* region_ = nullptr;
   size_t regionBytes_ = 0;
   uint32_t unackedEvents_ = 0;

@@ -204,6 +204,16 @@ bool UcxTransport::tryAcquireSend(int peer, SendSlot* slot) {
 
 void UcxTransport::commitSend(int peer, size_t bytes) {
   Peer& p = peers_[static_cast<size_t>(peer)];
+  postSend(peer, p.send.data() + static_cast<size_t>(p.sendHead % static_cast<uint64_t>(slots_)) * chunk_, bytes);
+}
+
+bool UcxTransport::commitSendFrom(int peer, const void* src, size_t bytes) {
+  postSend(peer, src, bytes);
+  return true;
+}
+
+void UcxTransport::postSend(int peer, const void* data, size_t bytes) {
+  Peer& p = peers_[static_cast<size_t>(peer)];
   const size_t slot = static_cast<size_t>(p.sendHead % static_cast<uint64_t>(slots_));
   Op& op = p.sendOps[slot];
   op = Op{};
@@ -212,7 +222,7 @@ void UcxTransport::commitSend(int peer, size_t bytes) {
   rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   rp.cb.send = sendDone;
   rp.user_data = &op;
-  void* req = ucp_tag_send_nbx(p.ep, p.send.data() + slot * chunk_, bytes, tagBase_ | static_cast<uint64_t>(rank_), &rp);
+  void* req = ucp_tag_send_nbx(p.ep, data, bytes, tagBase_ | static_cast<uint64_t>(rank_), &rp);
   if (req == nullptr) {
     op.done = true;
   } else if (UCS_PTR_IS_ERR(req)) {

@@ -3,7 +3,8 @@
 //
 // The slot model over UCP tag matching: per peer, `slots` receive slots with a tagged receive
 // always posted on each free one (tag: this communicator and the sender's rank, so UCX keeps them in
-// order), and `slots` send slots, each in flight until its ucp_tag_send_nbx completes. Progress is
+// order), and `slots` send slots, each in flight until its ucp_tag_send_nbx completes (a chunk of
+// memory that stays unchanged until the op ends goes out from there: commitSendFrom). Progress is
 // ucp_worker_progress on every call; sleeping arms the worker (ucp_worker_arm) and waits on its
 // event fd beside an eventfd for wake(). UCX chooses the wire itself (shared memory, TCP,
 // InfiniBand/RoCE verbs) and honours its own variables (UCX_TLS, UCX_NET_DEVICES). An endpoint
@@ -38,6 +39,9 @@ class UcxTransport final : public Transport {
 
   bool tryAcquireSend(int peer, SendSlot* slot) override;
   void commitSend(int peer, size_t bytes) override;
+  // UCX sends from caller memory itself (its registration cache and memory hooks make any stable
+  // buffer safe): the slot's copy is skipped for every stable source, registered or not.
+  bool commitSendFrom(int peer, const void* src, size_t bytes) override;
   bool tryRecv(int peer, RecvChunk* chunk) override;
   void releaseRecv(int peer) override;
 
@@ -77,6 +81,7 @@ class UcxTransport final : public Transport {
  private:
   UcxTransport() = default;
   void postRecv(int peer, size_t slot);
+  void postSend(int peer, const void* data, size_t bytes);  // the next slot's send, from data
   void retire(Op& op);  // frees a completed request
   void retireSends(Peer& p);  // retires p's completed sends, oldest first
 
