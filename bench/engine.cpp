@@ -3,6 +3,7 @@
 #include "bench/engine.hpp"
 #include "bench/output.hpp"
 #include "comm/device.hpp"
+#include "tests/common/typed.hpp"
 
 #include <strings.h>
 #include <sys/resource.h>
@@ -62,15 +63,43 @@ bool parseColl(const char* s, Coll* out) {
   return false;
 }
 
-float val(int rank, size_t i) { return static_cast<float>((i * 7u + static_cast<size_t>(rank) * 13u) % 17u + 1u); }
-void fill(float* p, size_t n, int rank) {
-  for (size_t i = 0; i < n; ++i) p[i] = val(rank, i);
+// Inputs and expected outputs: the collective matrix's reference arithmetic (tests/common/typed.hpp),
+// exact in every type and op. Rank q's input at index i is inputValue(op, type, q, i); collectives
+// that do not reduce move the Sum pattern.
+void fill(const Args& a, unsigned char* p, size_t n, int rank, size_t first = 0) {
+  test::fillInput(a.dtype, hasRedop(a.coll) ? a.redop : zcollSum, rank, p, n, first);
 }
-void poison(float* p, size_t n) { std::fill(p, p + n, -12345.0f); }
-float sumAt(int nranks, size_t i) {
-  float s = 0;
-  for (int r = 0; r < nranks; ++r) s += val(r, i);
-  return s;
+void poison(unsigned char* p, size_t n, size_t es) { std::memset(p, 0xa5, n * es); }  // no input value looks like it
+
+bool parseType(const char* s, std::vector<zcollDataType_t>* out) {
+  struct { const char* name; zcollDataType_t t; } names[] = {
+      {"int8", zcollInt8},      {"char", zcollInt8},     {"uint8", zcollUint8},       {"int32", zcollInt32},
+      {"int", zcollInt32},      {"uint32", zcollUint32}, {"int64", zcollInt64},       {"uint64", zcollUint64},
+      {"half", zcollFloat16},   {"float16", zcollFloat16}, {"float", zcollFloat32},   {"float32", zcollFloat32},
+      {"double", zcollFloat64}, {"float64", zcollFloat64}, {"bfloat16", zcollBfloat16}, {"bf16", zcollBfloat16}};
+  if (!strcasecmp(s, "all")) {
+    out->assign(std::begin(test::kAllTypes), std::end(test::kAllTypes));
+    return true;
+  }
+  for (auto& n : names)
+    if (!strcasecmp(s, n.name)) {
+      out->assign(1, n.t);
+      return true;
+    }
+  return false;
+}
+
+bool parseOp(const char* s, std::vector<zcollRedOp_t>* out) {
+  if (!strcasecmp(s, "all")) {
+    out->assign(std::begin(test::kAllOps), std::end(test::kAllOps));
+    return true;
+  }
+  for (zcollRedOp_t op : test::kAllOps)
+    if (!strcasecmp(s, opName(op))) {
+      out->assign(1, op);
+      return true;
+    }
+  return false;
 }
 
 // Collectives whose size is the total over ranks (nccl-tests' convention): count is per rank x nranks.
@@ -79,8 +108,8 @@ bool perRankBlocks(Coll c) {
          c == Coll::AllToAll;
 }
 
-size_t countFor(Coll c, size_t bytes, int nranks) {
-  size_t n = bytes / sizeof(float);
+size_t countFor(Coll c, size_t bytes, int nranks, size_t es) {
+  size_t n = bytes / es;
   if (perRankBlocks(c)) n = n / static_cast<size_t>(nranks) * static_cast<size_t>(nranks);
   return n;
 }
@@ -91,12 +120,12 @@ size_t nextSize(const Args& a, size_t bytes) {
                      : std::max(bytes + 1, static_cast<size_t>(static_cast<double>(bytes) * a.stepFactor));
 }
 
-// The algorithm comm chooses for a call of `count` floats in all (per-rank blocks for the block
+// The algorithm comm chooses for a call of `count` elements in all (per-rank blocks for the block
 // collectives), as the table's algo column shows it.
 std::string algorithmFor(zcollComm_t comm, const Args& a, size_t count, int nranks) {
   char algo[64] = "?";
   const size_t perCall = perRankBlocks(a.coll) ? count / static_cast<size_t>(nranks) : count;
-  zcollCommAlgorithmFor(comm, collName(a.coll), perCall, zcollFloat, algo, sizeof algo);
+  zcollCommAlgorithmFor(comm, collName(a.coll), perCall, a.dtype, algo, sizeof algo);
   return algo;
 }
 
@@ -112,27 +141,27 @@ class Buffer {
   ~Buffer() {
     if (dev_) rt_->free(dev_);
   }
-  void allocate(size_t elems, size_t offset, DeviceRuntime* rt) {
-    size_t bytes = ((elems * sizeof(float) + offset) / 4096 + 1) * 4096;
-    host_.reset(static_cast<float*>(std::aligned_alloc(4096, bytes)));
+  void allocate(size_t dataBytes, size_t offset, DeviceRuntime* rt) {
+    size_t bytes = ((dataBytes + offset) / 4096 + 1) * 4096;
+    host_.reset(static_cast<unsigned char*>(std::aligned_alloc(4096, bytes)));
     if (host_) std::memset(host_.get(), 0, bytes);
-    offset_ = offset / sizeof(float);
+    offset_ = offset;
     bytes_ = bytes;
     rt_ = rt;
     if (rt && !rt->alloc(bytes, &dev_)) dev_ = nullptr;
   }
   // What the collective gets, and the host view prepare() and the check use.
-  float* data() const { return (dev_ ? static_cast<float*>(dev_) : host_.get()) + offset_; }
-  float* host() const { return host_.get() + offset_; }
+  unsigned char* data() const { return (dev_ ? static_cast<unsigned char*>(dev_) : host_.get()) + offset_; }
+  unsigned char* host() const { return host_.get() + offset_; }
   explicit operator bool() const { return host_ != nullptr && (!rt_ || dev_ != nullptr); }
   bool upload(DevStream s) const { return !dev_ || rt_->copyAsync(dev_, host_.get(), bytes_, s).isOk(); }
   bool download(DevStream s) const { return !dev_ || rt_->copyAsync(host_.get(), dev_, bytes_, s).isOk(); }
 
  private:
   struct Free {
-    void operator()(float* p) const { std::free(p); }
+    void operator()(unsigned char* p) const { std::free(p); }
   };
-  std::unique_ptr<float, Free> host_;
+  std::unique_ptr<unsigned char, Free> host_;
   size_t offset_ = 0;
   size_t bytes_ = 0;
   DeviceRuntime* rt_ = nullptr;
@@ -142,7 +171,7 @@ class Buffer {
 // One rank's view of a benchmark: buffers and the collective call.
 class Runner {
  public:
-  Runner(const Args& a, int rank, int nranks) : a_(a), rank_(rank), nranks_(nranks) {}
+  Runner(const Args& a, int rank, int nranks) : a_(a), rank_(rank), nranks_(nranks), es_(test::typeSize(a.dtype)) {}
   ~Runner() {
     if (stream_) rt_->streamDestroy(stream_);
   }
@@ -165,8 +194,8 @@ class Runner {
     size_t maxSend = maxCount, maxRecv = maxCount;
     if (a_.coll == Coll::AllGather || a_.coll == Coll::Gather) maxSend = maxCount / nranks_ + 1;
     if (a_.coll == Coll::ReduceScatter || a_.coll == Coll::Scatter) maxRecv = maxCount / nranks_ + 1;
-    send_.allocate(maxSend, a_.offset, rt_);
-    recv_.allocate(maxRecv, a_.offset, rt_);
+    send_.allocate(maxSend * es_, a_.offset, rt_);
+    recv_.allocate(maxRecv * es_, a_.offset, rt_);
     if (!send_ || !recv_) std::fprintf(stderr, "zcoll-bench: rank %d: cannot allocate buffers\n", rank_);
     return send_ && recv_;
   }
@@ -183,29 +212,30 @@ class Runner {
   }
 
   zcollResult_t op(zcollComm_t comm_, size_t count) {
-    float* s = send_.data();
-    float* r = recv_.data();
+    unsigned char* s = send_.data();
+    unsigned char* r = recv_.data();
     zcollStream_t const stream = stream_;  // NULL for host buffers
-    size_t per = count / static_cast<size_t>(nranks_);
+    const zcollDataType_t t = a_.dtype;
+    const zcollRedOp_t o = a_.redop;
+    const size_t per = count / static_cast<size_t>(nranks_);
+    const size_t mine = per * static_cast<size_t>(rank_) * es_;  // this rank's block, in bytes
     switch (a_.coll) {
       case Coll::AllReduce:
-        return zcollAllReduce(a_.inplace ? r : s, r, count, zcollFloat, zcollSum, comm_, stream);
+        return zcollAllReduce(a_.inplace ? r : s, r, count, t, o, comm_, stream);
       case Coll::AllGather:
-        return zcollAllGather(a_.inplace ? r + per * rank_ : s, r, per, zcollFloat, comm_, stream);
+        return zcollAllGather(a_.inplace ? r + mine : s, r, per, t, comm_, stream);
       case Coll::ReduceScatter:
-        return zcollReduceScatter(s, a_.inplace ? s + per * rank_ : r, per, zcollFloat, zcollSum, comm_, stream);
+        return zcollReduceScatter(s, a_.inplace ? s + mine : r, per, t, o, comm_, stream);
       case Coll::Broadcast:
-        return zcollBroadcast(r, r, count, zcollFloat, a_.root, comm_, stream);
+        return zcollBroadcast(r, r, count, t, a_.root, comm_, stream);
       case Coll::Reduce:
-        return zcollReduce(a_.inplace ? r : s, r, count, zcollFloat, zcollSum, a_.root, comm_, stream);
+        return zcollReduce(a_.inplace ? r : s, r, count, t, o, a_.root, comm_, stream);
       case Coll::Gather:
-        return zcollGather(a_.inplace && rank_ == a_.root ? r + per * rank_ : s, r, per, zcollFloat, a_.root, comm_,
-                           stream);
+        return zcollGather(a_.inplace && rank_ == a_.root ? r + mine : s, r, per, t, a_.root, comm_, stream);
       case Coll::Scatter:
-        return zcollScatter(s, a_.inplace && rank_ == a_.root ? s + per * rank_ : r, per, zcollFloat, a_.root, comm_,
-                            stream);
+        return zcollScatter(s, a_.inplace && rank_ == a_.root ? s + mine : r, per, t, a_.root, comm_, stream);
       case Coll::AllToAll:
-        return zcollAlltoAll(s, r, per, zcollFloat, comm_, stream);
+        return zcollAlltoAll(s, r, per, t, comm_, stream);
       case Coll::Barrier:
         return zcollBarrier(comm_, stream);
     }
@@ -219,37 +249,38 @@ class Runner {
   }
 
   void prepareHost(size_t count) {
-    float* s = send_.host();
-    float* r = recv_.host();
-    size_t per = count / static_cast<size_t>(nranks_);
+    unsigned char* s = send_.host();
+    unsigned char* r = recv_.host();
+    const size_t per = count / static_cast<size_t>(nranks_);
+    const size_t mine = per * static_cast<size_t>(rank_) * es_;
     switch (a_.coll) {
       case Coll::AllReduce: case Coll::Reduce:
-        if (a_.inplace) fill(r, count, rank_);
-        else { fill(s, count, rank_); poison(r, count); }
+        if (a_.inplace) fill(a_, r, count, rank_);
+        else { fill(a_, s, count, rank_); poison(r, count, es_); }
         break;
       case Coll::AllGather:
-        poison(r, count);
-        fill(a_.inplace ? r + per * rank_ : s, per, rank_);
+        poison(r, count, es_);
+        fill(a_, a_.inplace ? r + mine : s, per, rank_);
         break;
       case Coll::ReduceScatter:
-        fill(s, count, rank_);
-        if (!a_.inplace) poison(r, per);
+        fill(a_, s, count, rank_);
+        if (!a_.inplace) poison(r, per, es_);
         break;
       case Coll::Broadcast:
-        if (rank_ == a_.root) fill(r, count, rank_);
-        else poison(r, count);
+        if (rank_ == a_.root) fill(a_, r, count, rank_);
+        else poison(r, count, es_);
         break;
       case Coll::Gather:
-        poison(r, count);
-        fill(a_.inplace && rank_ == a_.root ? r + per * rank_ : s, per, rank_);
+        poison(r, count, es_);
+        fill(a_, a_.inplace && rank_ == a_.root ? r + mine : s, per, rank_);
         break;
       case Coll::Scatter:
-        fill(s, count, rank_);
-        if (!(a_.inplace && rank_ == a_.root)) poison(r, per);
+        fill(a_, s, count, rank_);
+        if (!(a_.inplace && rank_ == a_.root)) poison(r, per, es_);
         break;
       case Coll::AllToAll:
-        fill(s, count, rank_);
-        poison(r, count);
+        fill(a_, s, count, rank_);
+        poison(r, count, es_);
         break;
       case Coll::Barrier:
         break;
@@ -257,54 +288,67 @@ class Runner {
   }
 
   // Wrong output elements; -1 if the device results could not be read back.
-  long long wrong(size_t count) const {
+  long long wrong(size_t count) {
     if (!finish() || !send_.download(stream_) || !recv_.download(stream_) || !finish()) return -1;
-    const float* r = recv_.host();
-    size_t per = count / static_cast<size_t>(nranks_);
-    long long w = 0;
+    const unsigned char* r = recv_.host();
+    const size_t per = count / static_cast<size_t>(nranks_);
+    const size_t R = static_cast<size_t>(rank_);
+    const zcollDataType_t t = a_.dtype;
+    // The expected output in want_, then one comparison: n elements of `got`.
+    const unsigned char* got = r;
+    size_t n = 0;
+    auto blocks = [&](auto&& valueOf) {  // nranks blocks of per elements: block q from valueOf(q, j)
+      want_.resize(count * es_);
+      for (int q = 0; q < nranks_; ++q)
+        for (size_t j = 0; j < per; ++j) valueOf(q, j, want_.data() + (static_cast<size_t>(q) * per + j) * es_);
+      n = count;
+    };
+    auto input = [&](int q, size_t i, unsigned char* at) { test::fillInput(t, zcollSum, q, at, 1, i); };
     switch (a_.coll) {
-      case Coll::AllReduce:
-        for (size_t i = 0; i < count; ++i) w += r[i] != sumAt(nranks_, i);
-        break;
-      case Coll::Reduce:
-        if (rank_ == a_.root)
-          for (size_t i = 0; i < count; ++i) w += r[i] != sumAt(nranks_, i);
+      case Coll::AllReduce: case Coll::Reduce:
+        if (a_.coll == Coll::Reduce && rank_ != a_.root) return 0;
+        want_.resize(count * es_);
+        for (size_t i = 0; i < count; ++i) test::storeExpected(t, a_.redop, nranks_, want_.data(), i, i);
+        n = count;
         break;
       case Coll::AllGather:
-        for (int q = 0; q < nranks_; ++q)
-          for (size_t j = 0; j < per; ++j) w += r[q * per + j] != val(q, j);
+        blocks([&](int q, size_t j, unsigned char* at) { input(q, j, at); });
         break;
-      case Coll::ReduceScatter: {
-        const float* out = a_.inplace ? send_.host() + per * rank_ : r;
-        for (size_t j = 0; j < per; ++j) w += out[j] != sumAt(nranks_, rank_ * per + j);
+      case Coll::ReduceScatter:
+        if (a_.inplace) got = send_.host() + per * R * es_;
+        want_.resize(per * es_);
+        for (size_t j = 0; j < per; ++j) test::storeExpected(t, a_.redop, nranks_, want_.data(), j, R * per + j);
+        n = per;
         break;
-      }
       case Coll::Broadcast:
-        for (size_t i = 0; i < count; ++i) w += r[i] != val(a_.root, i);
+        want_.resize(count * es_);
+        test::fillInput(t, zcollSum, a_.root, want_.data(), count);
+        n = count;
         break;
       case Coll::Gather:
-        if (rank_ == a_.root)
-          for (int q = 0; q < nranks_; ++q)
-            for (size_t j = 0; j < per; ++j) w += r[q * per + j] != val(q, j);
+        if (rank_ != a_.root) return 0;
+        blocks([&](int q, size_t j, unsigned char* at) { input(q, j, at); });
         break;
-      case Coll::Scatter: {
-        const float* out = a_.inplace && rank_ == a_.root ? send_.host() + per * rank_ : r;
-        for (size_t j = 0; j < per; ++j) w += out[j] != val(a_.root, rank_ * per + j);
+      case Coll::Scatter:
+        if (a_.inplace && rank_ == a_.root) got = send_.host() + per * R * es_;
+        want_.resize(per * es_);
+        test::fillInput(t, zcollSum, a_.root, want_.data(), per, R * per);
+        n = per;
         break;
-      }
       case Coll::AllToAll:
-        for (int q = 0; q < nranks_; ++q)
-          for (size_t j = 0; j < per; ++j) w += r[q * per + j] != val(q, rank_ * per + j);
+        blocks([&](int q, size_t j, unsigned char* at) { input(q, R * per + j, at); });
         break;
       case Coll::Barrier:
         break;
     }
-    return w;
+    return static_cast<long long>(test::countMismatches(got, want_.data(), n, es_));
   }
 
  private:
   const Args& a_;
   int rank_, nranks_;
+  size_t es_;                        // element size of a_.dtype
+  std::vector<unsigned char> want_;  // the check's expected output
   DeviceRuntime* rt_ = nullptr;
   DevStream stream_ = nullptr;
   Buffer send_, recv_;
@@ -338,14 +382,26 @@ const char* collName(Coll c) {
   return "?";
 }
 
+const char* typeName(zcollDataType_t t) {
+  static const char* const names[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double", "bfloat16"};
+  return t >= 0 && t < zcollNumTypes ? names[t] : "?";
+}
+
+const char* opName(zcollRedOp_t op) {
+  static const char* const names[] = {"sum", "prod", "max", "min", "avg"};
+  return op >= 0 && op < zcollNumOps ? names[op] : "?";
+}
+
 void printUsage(FILE* f, const char* prog) {
   std::fprintf(f,
                "usage: %s COLL [-b minbytes] [-e maxbytes] [-f stepfactor] [-i stepbytes] [-n iters] [-w warmup]\n"
                "          [-c check0/1] [-I inplace0/1] [-r root] [-B budgetbytes] [-m miniters] [-R trials]\n"
-               "          [-S sec_per_size] [-T total_sec] [-p nranks] [-a algo] [-d float] [-o sum]\n"
+               "          [-S sec_per_size] [-T total_sec] [-p nranks] [-a algo] [-d type|all] [-o op|all]\n"
                "  COLL: allreduce (default) | allgather | reducescatter | broadcast (bcast) | reduce | gather |\n"
                "        scatter | alltoall | barrier (one row, size 0)  (or -C COLL)\n"
-               "  defaults: -b 8 -e 256M -f 2 -n 20 -w 5 -c 1 -I 0 -r 0 -B 1G -m 3 -R 3 -S 10 -T 0\n"
+               "  defaults: -b 8 -e 256M -f 2 -n 20 -w 5 -c 1 -I 0 -r 0 -B 1G -m 3 -R 3 -S 10 -T 0 -d float -o sum\n"
+               "  -d: int8 uint8 int32 uint32 int64 uint64 half float double bfloat16 | all;  -o: sum prod max min\n"
+               "        avg | all (each type x op swept in turn, a table each; -o only for reducing collectives)\n"
                "  -a NAME: force an algorithm (ring, rhd, direct, ps, tree, ...); -a all: sweep each one and the\n"
                "        automatic choice, then print them side by side with auto's ratio to the fastest\n"
                "  -O BYTES: place the buffers BYTES past a page start (multiple of 4; default 0)\n"
@@ -413,8 +469,8 @@ bool parseArgs(int argc, char** argv, Args* a, std::string* error) {
       case 'O': ok = parseSize(v, &a->offset) && a->offset % sizeof(float) == 0 && a->offset < 4096; break;
       case 'C': ok = parseColl(v, &a->coll); break;
       case 'J': a->jsonPath = v; ok = !a->jsonPath.empty(); break;
-      case 'd': ok = !strcasecmp(v, "float"); break;
-      case 'o': ok = !strcasecmp(v, "sum"); break;
+      case 'd': ok = parseType(v, &a->dtypes); break;
+      case 'o': ok = parseOp(v, &a->redops); break;
       default: *error = std::string("unknown option ") + o; return false;
     }
     if (!ok) {
@@ -453,7 +509,8 @@ long long sweep(const std::vector<zcollComm_t>& comms, const Args& a, FILE* out,
     return -1;
   }
   Runner runner(a, rank, nranks);
-  if (!runner.allocate(countFor(a.coll, a.maxBytes, nranks))) {
+  const size_t es = test::typeSize(a.dtype);
+  if (!runner.allocate(countFor(a.coll, a.maxBytes, nranks, es))) {
     std::fprintf(stderr, "zcoll-bench: rank %d: cannot allocate buffers for -e %zu\n", rank, a.maxBytes);
     return -1;
   }
@@ -471,9 +528,9 @@ long long sweep(const std::vector<zcollComm_t>& comms, const Args& a, FILE* out,
   for (size_t bytes = a.minBytes; bytes <= a.maxBytes;
        bytes = nextSize(a, bytes)) {
     const bool barrier = a.coll == Coll::Barrier;  // one row, of size 0
-    const size_t count = barrier ? 0 : countFor(a.coll, bytes, nranks);
+    const size_t count = barrier ? 0 : countFor(a.coll, bytes, nranks, es);
     if (!barrier && (count == 0 || (perRankBlocks(a.coll) && count / nranks == 0))) continue;
-    const size_t pbytes = count * sizeof(float);
+    const size_t pbytes = count * es;
     int iters = a.iters, warmup = a.warmup;
     if (a.budget && pbytes) {
       size_t bi = std::max(a.budget / pbytes, static_cast<size_t>(a.minIters));
@@ -563,18 +620,50 @@ long long sweep(const std::vector<zcollComm_t>& comms, const Args& a, FILE* out,
 
 }  // namespace
 
-long long run(zcollComm_t comm, const Args& a, FILE* out) {
-  std::vector<std::vector<SizeResult>> results;
+// The first op forEachTypeOp runs (the CSV header goes with it).
+zcollRedOp_t firstOp(const Args& args) { return hasRedop(args.coll) ? args.redops.front() : zcollSum; }
+
+// Calls f(a) for each type x op of args (-d, -o; one op for collectives that do not reduce), with
+// a.dtype/a.redop set and, when there are several, a.jsonPath made distinct (FILE.TYPE.OP.json).
+// Returns the sum of f's wrong counts, or -1 at the first -1.
+template <typename F>
+long long forEachTypeOp(const Args& args, F&& f) {
+  const std::vector<zcollRedOp_t> ops = hasRedop(args.coll) ? args.redops : std::vector<zcollRedOp_t>{zcollSum};
+  const std::vector<zcollDataType_t> types =
+      args.coll == Coll::Barrier ? std::vector<zcollDataType_t>{args.dtypes.front()} : args.dtypes;  // moves no data
+  const bool several = types.size() * ops.size() > 1;
+  long long total = 0;
+  for (zcollDataType_t t : types)
+    for (zcollRedOp_t op : ops) {
+      Args a = args;
+      a.dtype = t;
+      a.redop = op;
+      if (several && !a.jsonPath.empty()) {
+        const size_t dot = a.jsonPath.rfind('.');
+        const std::string tag = std::string(".") + typeName(t) + (hasRedop(a.coll) ? std::string(".") + opName(op) : "");
+        a.jsonPath.insert(dot == std::string::npos || dot < a.jsonPath.rfind('/') + 1 ? a.jsonPath.size() : dot, tag);
+      }
+      const long long w = f(static_cast<const Args&>(a));
+      if (w < 0) return w;
+      total += w;
+    }
+  return total;
+}
+
+long long run(zcollComm_t comm, const Args& args, FILE* out) {
   int rank = 0, nranks = 1;
   zcollCommUserRank(comm, &rank);
   zcollCommCount(comm, &nranks);
-  long long wrong = sweep({comm}, a, out, &results);
-  if (wrong < 0 || rank != 0) return wrong;
-  const std::vector<std::string> labels{a.algo.empty() ? "auto" : a.algo};
-  if (a.csv) printCsv(out, a, nranks, labels, results);
-  else printTable(out, a, nranks, labels[0], results[0]);
-  if (!a.jsonPath.empty() && !writeJson(a.jsonPath, a, nranks, labels, results)) return -1;
-  return wrong;
+  return forEachTypeOp(args, [&](const Args& a) -> long long {
+    std::vector<std::vector<SizeResult>> results;
+    long long wrong = sweep({comm}, a, out, &results);
+    if (wrong < 0 || rank != 0) return wrong;
+    const std::vector<std::string> labels{a.algo.empty() ? "auto" : a.algo};
+    if (a.csv) printCsv(out, a, nranks, labels, results, a.dtype == args.dtypes.front() && a.redop == firstOp(args));
+    else printTable(out, a, nranks, labels[0], results[0]);
+    if (!a.jsonPath.empty() && !writeJson(a.jsonPath, a, nranks, labels, results)) return -1;
+    return wrong;
+  });
 }
 
 void printChoices(zcollComm_t comm, const Args& a, FILE* out) {
@@ -586,8 +675,8 @@ void printChoices(zcollComm_t comm, const Args& a, FILE* out) {
                collName(a.coll), nranks);
   for (size_t bytes = a.minBytes; bytes <= a.maxBytes;
        bytes = nextSize(a, bytes)) {
-    const size_t count = countFor(a.coll, bytes, nranks);
-    std::fprintf(out, "  %10zu  %s\n", count * sizeof(float), algorithmFor(comm, a, count, nranks).c_str());
+    const size_t count = countFor(a.coll, bytes, nranks, test::typeSize(a.dtype));
+    std::fprintf(out, "  %10zu  %s\n", count * test::typeSize(a.dtype), algorithmFor(comm, a, count, nranks).c_str());
   }
   std::fflush(out);
 }
@@ -595,6 +684,42 @@ void printChoices(zcollComm_t comm, const Args& a, FILE* out) {
 std::string algoRule(const Args& args, const std::string& algo) {
   return algo.empty() || algo == "auto" ? std::string() : std::string(collName(args.coll)) + ":" + algo;
 }
+
+namespace {
+
+// -a all's tables, then the summary: time per algorithm ("-" where it could not run and another ran
+// instead), the automatic choice and its ratio to the fastest forced one.
+void printSummary(FILE* out, const Args& args, int nranks, const std::vector<std::string>& names,
+                  const std::vector<std::vector<SizeResult>>& results) {
+  for (size_t k = 0; k < names.size(); ++k) printTable(out, args, nranks, names[k], results[k]);
+  std::fprintf(out, "#\n# -a all: time(us) per algorithm, measured in turn within each trial; auto = the automatic\n"
+                    "# choice; ratio = auto / fastest forced\n");
+  std::fprintf(out, "# %10s", "size(B)");
+  for (const std::string& n : names) std::fprintf(out, " %10s", n.c_str());
+  std::fprintf(out, " %10s %8s\n", "choice", "ratio");
+  const std::vector<SizeResult>& autoRows = results.back();
+  double worst = 0;
+  for (size_t i = 0; i < autoRows.size(); ++i) {
+    std::fprintf(out, "  %10zu", autoRows[i].bytes);
+    double best = 0;
+    for (size_t k = 0; k < names.size(); ++k) {
+      const bool ran = i < results[k].size() && (k + 1 == names.size() || results[k][i].algo == names[k]);
+      if (!ran) {
+        std::fprintf(out, " %10s", "-");
+        continue;
+      }
+      std::fprintf(out, " %10.2f", results[k][i].sec * 1e6);
+      if (k + 1 < names.size() && (best == 0 || results[k][i].sec < best)) best = results[k][i].sec;
+    }
+    const double ratio = best > 0 ? autoRows[i].sec / best : 0;
+    worst = std::max(worst, ratio);
+    std::fprintf(out, " %10s %8.3f\n", autoRows[i].algo.c_str(), ratio);
+  }
+  std::fprintf(out, "# worst auto / fastest forced: %.3f\n", worst);
+  std::fflush(out);
+}
+
+}  // namespace
 
 long long runAll(zcollComm_t control, const Args& args, FILE* out) {
   int rank = 0, nranks = 0;
@@ -644,43 +769,17 @@ long long runAll(zcollComm_t control, const Args& args, FILE* out) {
   names = std::move(kept);
   names.push_back("auto");
   comms.push_back(control);
-  std::vector<std::vector<SizeResult>> results;
-  long long wrong = sweep(comms, args, out, &results);
+  long long wrong = forEachTypeOp(args, [&](const Args& a) -> long long {
+    std::vector<std::vector<SizeResult>> results;
+    long long w = sweep(comms, a, out, &results);
+    if (w < 0 || rank != 0) return w;
+    if (!a.jsonPath.empty() && !writeJson(a.jsonPath, a, nranks, names, results)) return -1;
+    if (a.csv) printCsv(out, a, nranks, names, results, a.dtype == args.dtypes.front() && a.redop == firstOp(args));
+    else printSummary(out, a, nranks, names, results);
+    return w;
+  });
   comms.pop_back();
   destroyAll();
-  if (wrong < 0 || rank != 0) return wrong;
-  if (!args.jsonPath.empty() && !writeJson(args.jsonPath, args, nranks, names, results)) return -1;
-  if (args.csv) {
-    printCsv(out, args, nranks, names, results);
-    return wrong;
-  }
-  for (size_t k = 0; k < names.size(); ++k) printTable(out, args, nranks, names[k], results[k]);
-  // The summary: time per algorithm ("-" where it could not run and another ran instead).
-  std::fprintf(out, "#\n# -a all: time(us) per algorithm, measured in turn within each trial; auto = the automatic\n"
-                    "# choice; ratio = auto / fastest forced\n");
-  std::fprintf(out, "# %10s", "size(B)");
-  for (const std::string& n : names) std::fprintf(out, " %10s", n.c_str());
-  std::fprintf(out, " %10s %8s\n", "choice", "ratio");
-  const std::vector<SizeResult>& autoRows = results.back();
-  double worst = 0;
-  for (size_t i = 0; i < autoRows.size(); ++i) {
-    std::fprintf(out, "  %10zu", autoRows[i].bytes);
-    double best = 0;
-    for (size_t k = 0; k < names.size(); ++k) {
-      const bool ran = i < results[k].size() && (k + 1 == names.size() || results[k][i].algo == names[k]);
-      if (!ran) {
-        std::fprintf(out, " %10s", "-");
-        continue;
-      }
-      std::fprintf(out, " %10.2f", results[k][i].sec * 1e6);
-      if (k + 1 < names.size() && (best == 0 || results[k][i].sec < best)) best = results[k][i].sec;
-    }
-    const double ratio = best > 0 ? autoRows[i].sec / best : 0;
-    worst = std::max(worst, ratio);
-    std::fprintf(out, " %10s %8.3f\n", autoRows[i].algo.c_str(), ratio);
-  }
-  std::fprintf(out, "# worst auto / fastest forced: %.3f\n", worst);
-  std::fflush(out);
   return wrong;
 }
 

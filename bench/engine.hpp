@@ -38,6 +38,12 @@ struct Args {
   bool csv = false;        // --csv: CSV rows instead of the table
   int progress = -1;       // --progress / --no-progress: a progress line on stderr (-1: if a terminal)
   bool device = false;     // --device: buffers in device memory, each rank's ops on its own stream
+  // -d / -o (nccl-tests' names, or "all"): every type x op is swept in turn (ops only for the
+  // collectives that reduce); dtype/redop are the pair being measured.
+  std::vector<zcollDataType_t> dtypes{zcollFloat};
+  std::vector<zcollRedOp_t> redops{zcollSum};
+  zcollDataType_t dtype = zcollFloat;
+  zcollRedOp_t redop = zcollSum;
 };
 
 inline constexpr int kMaxTrials = 15;
@@ -47,6 +53,9 @@ inline constexpr int kMaxTrials = 15;
 bool parseArgs(int argc, char** argv, Args* out, std::string* error);
 void printUsage(FILE* f, const char* prog);
 const char* collName(Coll c);
+// nccl-tests' names: "float", "half", "bfloat16", ...; "sum", "prod", "max", "min", "avg".
+const char* typeName(zcollDataType_t t);
+const char* opName(zcollRedOp_t op);
 
 // Runs the sweep on this rank of comm; rank 0 prints to out. Returns the total of wrong elements
 // over all ranks and sizes (0 = all correct), or -1 if a zcoll call failed (message on stderr).

@@ -27,10 +27,10 @@ bool hasRedop(Coll c) { return c == Coll::AllReduce || c == Coll::ReduceScatter 
 void printHeader(FILE* out, const Args& a, int nranks, const std::string& algo) {
   char host[256] = "?";
   gethostname(host, sizeof host - 1);
-  const char* redop = hasRedop(a.coll) ? "sum" : "none";
+  const char* redop = hasRedop(a.coll) ? opName(a.redop) : "none";
   std::fprintf(out, "# zcoll-bench-format v1\n");
-  std::fprintf(out, "# anchor: zcoll  coll: %s  algo: %s  nranks: %d  dtype: float  redop: %s  inplace: %d\n",
-               collName(a.coll), algo.c_str(), nranks, redop,
+  std::fprintf(out, "# anchor: zcoll  coll: %s  algo: %s  nranks: %d  dtype: %s  redop: %s  inplace: %d\n",
+               collName(a.coll), algo.c_str(), nranks, typeName(a.dtype), redop,
                a.coll == Coll::Broadcast ? 1 : a.inplace);
   std::fprintf(out,
                "# sweep: -b %zu -e %zu -f %g -i %zu  warmup: %d  iters: %d  trials: %d  budget: %zu  miniters: %d  "
@@ -63,7 +63,7 @@ void printTable(FILE* out, const Args& a, int nranks, const std::string& label, 
     faults += r.faults;
     const double algbw = r.algbw(), busbw = algbw * busFactor(a.coll, nranks);
     std::fprintf(out, "  %10zu %12zu %6s %6s %12.2f %12.3f %12.3f %8lld %6d %12.2f %12.2f  %s\n", r.bytes, r.count,
-                 "float", hasRedop(a.coll) ? "sum" : "none", r.sec * 1e6, algbw, busbw, r.wrong, r.iters,
+                 typeName(a.dtype), hasRedop(a.coll) ? opName(a.redop) : "none", r.sec * 1e6, algbw, busbw, r.wrong, r.iters,
                  r.tmin * 1e6, r.tmax * 1e6, r.algo.c_str());
     busbwSum += busbw;
     wrong += std::max(0LL, r.wrong);
@@ -80,14 +80,16 @@ void printTable(FILE* out, const Args& a, int nranks, const std::string& label, 
 }
 
 void printCsv(FILE* out, const Args& a, int nranks, const std::vector<std::string>& labels,
-              const std::vector<std::vector<SizeResult>>& results) {
-  std::fprintf(out, "label,coll,nranks,size_bytes,count,type,redop,time_us,algbw_gbps,busbw_gbps,wrong,iters,min_us,"
-                    "max_us,algo\n");
+              const std::vector<std::vector<SizeResult>>& results, bool header) {
+  if (header)
+    std::fprintf(out, "label,coll,nranks,size_bytes,count,type,redop,time_us,algbw_gbps,busbw_gbps,wrong,iters,min_us,"
+                      "max_us,algo\n");
   for (size_t k = 0; k < labels.size() && k < results.size(); ++k)
     for (const SizeResult& r : results[k]) {
       const double algbw = r.algbw();
-      std::fprintf(out, "%s,%s,%d,%zu,%zu,float,%s,%.3f,%.4f,%.4f,%lld,%d,%.3f,%.3f,%s\n", labels[k].c_str(),
-                   collName(a.coll), nranks, r.bytes, r.count, hasRedop(a.coll) ? "sum" : "none", r.sec * 1e6, algbw,
+      std::fprintf(out, "%s,%s,%d,%zu,%zu,%s,%s,%.3f,%.4f,%.4f,%lld,%d,%.3f,%.3f,%s\n", labels[k].c_str(),
+                   collName(a.coll), nranks, r.bytes, r.count, typeName(a.dtype), hasRedop(a.coll) ? opName(a.redop) : "none",
+                   r.sec * 1e6, algbw,
                    algbw * busFactor(a.coll, nranks), r.wrong, r.iters, r.tmin * 1e6, r.tmax * 1e6, r.algo.c_str());
     }
   std::fflush(out);
@@ -106,8 +108,8 @@ bool writeJson(const std::string& path, const Args& a, int nranks, const std::ve
               {"host", host},
               {"coll", collName(a.coll)},
               {"nranks", nranks},
-              {"dtype", "float"},
-              {"redop", hasRedop(a.coll) ? "sum" : "none"},
+              {"dtype", typeName(a.dtype)},
+              {"redop", hasRedop(a.coll) ? opName(a.redop) : "none"},
               {"inplace", a.inplace},
               {"trials", a.trials},
               {"results", json::object()}};

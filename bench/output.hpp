@@ -32,8 +32,9 @@ void printHeader(FILE* out, const Args& a, int nranks, const std::string& algo);
 void printTable(FILE* out, const Args& a, int nranks, const std::string& label, const std::vector<SizeResult>& rows);
 
 // Every row of every labelled result set (labels[k] names results[k]: an algorithm or "auto").
+// header: the column line first (once per output when several type x op tables follow).
 void printCsv(FILE* out, const Args& a, int nranks, const std::vector<std::string>& labels,
-              const std::vector<std::vector<SizeResult>>& results);
+              const std::vector<std::vector<SizeResult>>& results, bool header = true);
 // Returns false (message on stderr) if the file cannot be written.
 bool writeJson(const std::string& path, const Args& a, int nranks, const std::vector<std::string>& labels,
                const std::vector<std::vector<SizeResult>>& results);

@@ -100,6 +100,26 @@ TEST_F(Process, ZcollBenchUnderZcollRunAndSpawned) {
   }
 }
 
+// -d all -o all (nccl-tests' flags): a table per type x op, each checked element by element.
+TEST_F(Process, ZcollBenchEveryTypeAndOp) {
+  auto count = [](const std::string& out, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = out.find(what); at != std::string::npos; at = out.find(what, at + 1)) ++n;
+    return n;
+  };
+  Result r = runCommand(bench_ + " allreduce -p 3 -d all -o all -b 8 -e 64K -f 64 -n 2 -w 1 -R 1");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(count(r.out, "# Out of bounds values : 0 OK"), 50u) << r.out;
+  for (const char* row : {" bfloat16    avg ", " int8   prod ", " double    min ", " half    max ", " uint64    sum "})
+    EXPECT_NE(r.out.find(row), std::string::npos) << row << "\n" << r.out;
+  Result g = runCommand(bench_ + " allgather -p 3 -d all -o all -b 8 -e 64K -f 64 -n 2 -w 1 -R 1 -I 1");
+  EXPECT_EQ(g.status, 0) << g.out;
+  EXPECT_EQ(count(g.out, "# Out of bounds values : 0 OK"), 10u) << g.out;  // no op for all-gather
+  Result bad = runCommand(bench_ + " allreduce -p 2 -d complex64");
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE(bad.out.find("bad value 'complex64' for -d"), std::string::npos) << bad.out;
+}
+
 TEST_F(Process, ZcollBenchSweepsEveryAlgorithm) {
   Result r = runCommand(bench_ + " allreduce -p 4 -a all -b 8 -e 64K -f 64 -n 3 -w 1 -R 1");
   EXPECT_EQ(r.status, 0) << r.out;
