@@ -18,6 +18,7 @@ namespace zcoll {
   X(ringBroadcast)          \
   X(ringReduce)             \
   X(rhdAllReduce)           \
+  X(rdAllReduce)            \
   X(rhdReduceScatter)       \
   X(rhdAllGather)           \
   X(directAllReduce)        \

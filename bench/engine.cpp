@@ -402,7 +402,7 @@ void printUsage(FILE* f, const char* prog) {
                "  defaults: -b 8 -e 256M -f 2 -n 20 -w 5 -c 1 -I 0 -r 0 -B 1G -m 3 -R 3 -S 10 -T 0 -d float -o sum\n"
                "  -d: int8 uint8 int32 uint32 int64 uint64 half float double bfloat16 | all;  -o: sum prod max min\n"
                "        avg | all (each type x op swept in turn, a table each; -o only for reducing collectives)\n"
-               "  -a NAME: force an algorithm (ring, rhd, direct, ps, tree, ...); -a all: sweep each one and the\n"
+               "  -a NAME: force an algorithm (ring, rhd, rd, direct, ps, tree, ...); -a all: sweep each one and the\n"
                "        automatic choice, then print them side by side with auto's ratio to the fastest\n"
                "  -O BYTES: place the buffers BYTES past a page start (multiple of 4; default 0)\n"
                "  --calibrate: measure the cost model afresh (ZCOLL_CALIBRATE=2), cache it, print the choices\n"

@@ -123,7 +123,7 @@ TEST_F(Process, ZcollBenchEveryTypeAndOp) {
 TEST_F(Process, ZcollBenchSweepsEveryAlgorithm) {
   Result r = runCommand(bench_ + " allreduce -p 4 -a all -b 8 -e 64K -f 64 -n 3 -w 1 -R 1");
   EXPECT_EQ(r.status, 0) << r.out;
-  for (const char* algo : {" ring", " rhd", " direct", " ps", " tree", " auto", "worst auto / fastest forced"})
+  for (const char* algo : {" ring", " rhd", " rd", " direct", " ps", " tree", " auto", "worst auto / fastest forced"})
     EXPECT_NE(r.out.find(algo), std::string::npos) << algo << "\n" << r.out;
   EXPECT_EQ(r.out.find("FAILED"), std::string::npos) << r.out;
   Result forced = runCommand(bench_ + " reducescatter -p 4 -a rhd -b 1K -e 1K -n 3 -w 1 -R 1");

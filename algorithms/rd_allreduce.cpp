@@ -1,0 +1,77 @@
+// rd_allreduce.cpp - recursive-doubling all-reduce (MPICH's and Open MPI's choice for short
+// vectors): over the p = 2^floor(log2 N) ranks left after folding (patterns/rhd.hpp), log2 p steps;
+// at the step of distance d a rank exchanges its whole partial vector with rank v ^ d and reduces
+// the two. Every rank holds the full result after the last step: log2 p dependent messages where
+// every other algorithm needs at least two per pair (a reduction, then a distribution) - the latency
+// optimum - at the price of log2 p full vectors sent, so it wins only for short vectors. A folded
+// pair adds one full send before and one after. Both partners of a step reduce the same two partial
+// vectors (each op is commutative), so all ranks end with bitwise the same result.
+// recvbuf is the workspace: no scratch.
+#include "algorithms/algorithm.hpp"
+#include "algorithms/patterns/rhd.hpp"
+#include "algorithms/primitives.hpp"
+
+namespace zcoll {
+namespace {
+
+class RdAllReduce final : public AlgorithmOf<Collective::AllReduce> {
+ public:
+  using AlgorithmOf::AlgorithmOf;
+
+  double cost(const OpArgs& op, int n, const CostModel& m) const override {
+    const double s = opSize(op, n);
+    const patterns::Fold f = patterns::Fold::of(n);
+    const double steps = patterns::log2Floor(f.p) + (f.rem > 0 ? 2.0 : 0.0);
+    // Each step also reduces the whole vector (the others spread that work over the ranks): a
+    // second pass of S per step, so the latency win holds only below about alpha/beta bytes.
+    return steps * m.alpha + 2.0 * steps * s * m.beta;
+  }
+
+  Status run(const OpArgs& op, AlgoContext& ctx) const override {
+    Primitives prims(op, ctx, name());
+    const int n = ctx.nranks, r = ctx.rank;
+    const auto [send, recv] = bytesOf(op);
+    const size_t es = prims.elemSize(), chunk = prims.chunkElems(), count = op.count;
+    if (n == 1) {
+      prims.reduceAlone(recv, send, count);
+      return Status::ok();
+    }
+    const patterns::Fold fold = patterns::Fold::of(n);
+    auto sendAll = [&](int to, const char* from) {
+      return forChunks(0, count, chunk, [&](size_t o, size_t c) { return prims.send(to, from + o * es, c); });
+    };
+    if (fold.sitsOut(r)) {  // hand everything to r+1, get the result back
+      if (Status s = sendAll(r + 1, send); !s) return s;
+      return forChunks(0, count, chunk, [&](size_t o, size_t c) { return prims.recv(r + 1, recv + o * es, c); });
+    }
+    const char* cur = send;  // this rank's partial result
+    if (fold.absorbs(r)) {
+      if (Status s = forChunks(0, count, chunk,
+                               [&](size_t o, size_t c) { return prims.recvReduce(r - 1, send + o * es, recv + o * es, c, false); });
+          !s)
+        return s;
+      cur = recv;
+    }
+    const int v = fold.virtualRank(r);
+    for (int dist = 1; dist < fold.p; dist *= 2) {
+      const int partner = fold.realRank(v ^ dist);
+      const bool last = dist * 2 >= fold.p;
+      const char* from = cur;
+      // Chunk by chunk: ours out, theirs in and reduced with ours into recv (a chunk of ours has
+      // left before recv's copy of it is overwritten: in place and after the first step).
+      Status st = exchangeChunks(
+          count, count, chunk, [&](size_t o, size_t c) { return prims.send(partner, from + o * es, c); },
+          [&](size_t o, size_t c) { return prims.recvReduce(partner, from + o * es, recv + o * es, c, last); });
+      if (!st) return st;
+      cur = recv;
+    }
+    if (fold.absorbs(r)) return sendAll(r - 1, recv);
+    return Status::ok();
+  }
+};
+
+}  // namespace
+
+ZCOLL_ALGORITHM_FACTORY(rdAllReduce, RdAllReduce, "rd")
+
+}  // namespace zcoll
