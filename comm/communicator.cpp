@@ -183,8 +183,7 @@ Status Communicator::execute(const OpArgs& op) {
 }
 
 Waiter Communicator::newWaiter(Transport* transport) {
-  return Waiter(transport, WaitPolicy{config_.spinNs, config_.yieldNs}, Deadline::afterMs(config_.timeoutMs),
-                &abort_);
+  return Waiter(transport, WaitPolicy{config_.spinNs, config_.yieldNs}, config_.timeoutMs, &abort_);
 }
 
 AlgoContext Communicator::context(Waiter* waiter, Transport* transport) {
