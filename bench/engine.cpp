@@ -411,7 +411,9 @@ void printUsage(FILE* f, const char* prog) {
                "  --device: buffers in device memory (CUDA; ZCOLL_DEVICE=emulated without a GPU), each rank's\n"
                "        ops on its own stream, timed to the stream's completion\n"
                "  -p N: start N local ranks here; without -p, join a job started by zcoll-run, torchrun,\n"
-               "        mpirun or srun (zcollCommInitFromEnv)\n",
+               "        mpirun or srun (zcollCommInitFromEnv)\n"
+               "  --bind KIND: with -p, pin the ranks as mpirun does: auto (default: a core each unless there are\n"
+               "        more ranks than cores), none, core, numa, package\n",
                prog);
 }
 
@@ -427,6 +429,18 @@ bool parseArgs(int argc, char** argv, Args* a, std::string* error) {
   for (; i < argc; ++i) {
     const char* o = argv[i];
     const std::string_view flag(o);
+    if (flag == "--bind") {
+      if (i + 1 >= argc) {
+        *error = "option --bind needs a value";
+        return false;
+      }
+      a->bind = argv[++i];
+      if (a->bind != "none" && a->bind != "auto" && a->bind != "core" && a->bind != "numa" && a->bind != "package") {
+        *error = "bad value '" + a->bind + "' for --bind (none, auto, core, numa, package)";
+        return false;
+      }
+      continue;
+    }
     if (flag == "--calibrate" || flag == "--csv" || flag == "--progress" || flag == "--no-progress" ||
         flag == "--device") {
       if (flag == "--calibrate") a->calibrate = true;

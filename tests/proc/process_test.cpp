@@ -115,6 +115,9 @@ TEST_F(Process, ZcollBenchEveryTypeAndOp) {
   Result g = runCommand(bench_ + " allgather -p 3 -d all -o all -b 8 -e 64K -f 64 -n 2 -w 1 -R 1 -I 1");
   EXPECT_EQ(g.status, 0) << g.out;
   EXPECT_EQ(count(g.out, "# Out of bounds values : 0 OK"), 10u) << g.out;  // no op for all-gather
+  Result bind = runCommand(bench_ + " allreduce -p 2 --bind bogus");
+  EXPECT_NE(bind.status, 0);
+  EXPECT_NE(bind.out.find("bad value 'bogus' for --bind"), std::string::npos) << bind.out;
   Result bad = runCommand(bench_ + " allreduce -p 2 -d complex64");
   EXPECT_NE(bad.status, 0);
   EXPECT_NE(bad.out.find("bad value 'complex64' for -d"), std::string::npos) << bad.out;

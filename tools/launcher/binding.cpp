@@ -11,12 +11,21 @@ namespace zcoll::launcher {
 bool planBinding(const std::string& kind, int nranks, std::vector<Binding>* out, std::string* error) {
   out->clear();
   if (kind == "none") return true;
+  if (kind == "auto") {  // mpirun's default: a core each while there are enough, else unbound
+    if (!planBinding("core", nranks, out, error)) return false;
+    for (size_t r = 1; r < out->size(); ++r)
+      if ((*out)[r].cpus == (*out)[0].cpus) {
+        out->clear();
+        break;
+      }
+    return true;
+  }
   hwloc_obj_type_t type;
   if (kind == "core") type = HWLOC_OBJ_CORE;
   else if (kind == "numa") type = HWLOC_OBJ_NUMANODE;
   else if (kind == "package") type = HWLOC_OBJ_PACKAGE;
   else {
-    *error = "--bind " + kind + ": expected none, core, numa or package";
+    *error = "--bind " + kind + ": expected none, auto, core, numa or package";
     return false;
   }
   hwloc_topology_t topo;

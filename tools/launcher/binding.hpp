@@ -14,8 +14,9 @@ struct Binding {
   std::vector<unsigned> cpuList;   // the same, for sched_setaffinity
 };
 
-// kind: "none", "core", "numa" or "package". False and *error when kind is unknown or hwloc fails;
-// an empty *out for "none".
+// kind: "none", "core", "numa", "package", or "auto" (mpirun's default: "core" when every rank gets
+// a core of its own, else none - oversubscribed ranks must float). False and *error when kind is
+// unknown or hwloc fails; an empty *out for "none" (and "auto" when oversubscribed).
 bool planBinding(const std::string& kind, int nranks, std::vector<Binding>* out, std::string* error);
 
 // Binds the calling process (in the child, before exec); false with errno on failure.

@@ -1,6 +1,6 @@
 // zcoll_run.cpp - zcoll-run: starts N local ranks of a program, torchrun-style.
 //
-//   zcoll-run -n N [--tag-output] [--timeout SEC] [--bind none|core|numa|package] [--report-bindings] PROG ARGS...
+//   zcoll-run -n N [--tag-output] [--timeout SEC] [--bind none|auto|core|numa|package] [--report-bindings] PROG ARGS...
 //
 // Each rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1, a free
 // MASTER_PORT and a fresh ZCOLL_BOOTSTRAP_SECRET, so zcollCommInitFromEnv joins them into one job.
@@ -50,7 +50,8 @@ void usage(FILE* f) {
                "  --tag-output   prefix every output line with [rank]\n"
                "  --timeout SEC  stop all ranks (and fail) after SEC seconds\n"
                "  --bind KIND    pin rank r to the (r mod count)-th core, numa node or package of the CPUs\n"
-               "                 this launcher may use (hwloc; default none)\n"
+               "                 this launcher may use (hwloc; default none); auto: a core each unless\n"
+               "                 there are more ranks than cores (mpirun's default)\n"
                "  --report-bindings  print where each rank is pinned\n");
 }
 
