@@ -288,5 +288,5 @@ TEST_F(Process, BindPinsEachRankToACore) {
   EXPECT_NE(lists[0], lists[1]) << r.out;
   Result bad = runCommand(run_ + " -n 2 --bind socket true");
   EXPECT_EQ(bad.status, 2);
-  EXPECT_NE(bad.out.find("--bind socket: expected none, core, numa or package"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("--bind socket: expected none, auto, core, numa or package"), std::string::npos) << bad.out;
 }
