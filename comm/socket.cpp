@@ -146,7 +146,7 @@ Status connectTcp(const SockAddr& addr, Deadline deadline, const std::atomic<boo
       return systemError(fmt::format("connect to {}", addr.toString()), lastErr);
     struct timespec ts{0, static_cast<long>(std::min<int64_t>(backoffMs, 100)) * 1'000'000};
     nanosleep(&ts, nullptr);
-    backoffMs *= 2;
+    backoffMs = std::min<int64_t>(backoffMs * 2, 100);  // doubled unbounded, it overflowed after ~6 s of retries
   }
   return timeoutError("connect to {}: nobody answered before the timeout (last error: {})", addr.toString(),
                       lastErr ? std::strerror(lastErr) : "none");

@@ -45,7 +45,7 @@ add_host() {
 for h in 0 1 2 3; do add_host "$h"; done
 
 failures=0
-port=$((20000 + $$ % 20000))
+port=$((20000 + $$ % 10000))  # below the ephemeral range (32768-): no connection's local port can hold it
 
 # run_ranks HOSTS RANKS_PER_HOST TIMEOUT_S ARGS... : one zcoll-bench job across the hosts; the output
 # of rank 0 in $out; status 0 when every rank succeeded. Each rank has an IPC namespace of its own
