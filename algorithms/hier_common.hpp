@@ -49,6 +49,14 @@ inline Status hierPlace(const AlgoContext& ctx, HierPlace* out) {
 
 // All-gather's and reduce-scatter's staging: scratch `a` of H blocks, then `b` of L x H blocks in
 // (local index, host) order.
+// The price of the staged all-gather and reduce-scatter: the ring's bytes of the whole buffer S in
+// (H-1) + (L-1) steps, plus the local copy pass of S.
+inline double hierStagedCost(const OpArgs& op, const patterns::HostLayout& hosts, const CostModel& m) {
+  const int n = static_cast<int>(hosts.hostOf.size()), h = hosts.hosts, l = std::max(1, hosts.perHost);
+  const double s = opSize(op, n);
+  return (h - 1 + l - 1) * m.alpha + static_cast<double>(n - 1) / n * s * m.beta + s * m.beta;
+}
+
 inline Status hierStaging(const AlgoContext& ctx, const HierPlace& at, size_t block, char** a, char** b) {
   const size_t h = static_cast<size_t>(at.hosts);
   *a = static_cast<char*>(ctx.scratch->get(block * h * (static_cast<size_t>(at.perHost) + 1)));

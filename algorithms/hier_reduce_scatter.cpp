@@ -21,9 +21,7 @@ class HierReduceScatter final : public HierAlgorithmOf<Collective::ReduceScatter
   using HierAlgorithmOf::HierAlgorithmOf;
 
   double costOn(const OpArgs& op, const patterns::HostLayout& hosts, const CostModel& m) const override {
-    const int n = static_cast<int>(hosts.hostOf.size()), h = hosts.hosts, l = std::max(1, hosts.perHost);
-    const double s = opSize(op, n);  // the whole input
-    return (h - 1 + l - 1) * m.alpha + static_cast<double>(n - 1) / n * s * m.beta + s * m.beta;
+    return hierStagedCost(op, hosts, m);
   }
 
   Status run(const OpArgs& op, AlgoContext& ctx) const override {

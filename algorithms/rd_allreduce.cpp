@@ -8,8 +8,7 @@
 // vectors (each op is commutative), so all ranks end with bitwise the same result.
 // recvbuf is the workspace: no scratch.
 #include "algorithms/algorithm.hpp"
-#include "algorithms/patterns/rhd.hpp"
-#include "algorithms/primitives.hpp"
+#include "algorithms/fold_steps.hpp"
 
 namespace zcoll {
 namespace {
@@ -37,21 +36,9 @@ class RdAllReduce final : public AlgorithmOf<Collective::AllReduce> {
       return Status::ok();
     }
     const patterns::Fold fold = patterns::Fold::of(n);
-    auto sendAll = [&](int to, const char* from) {
-      return forChunks(0, count, chunk, [&](size_t o, size_t c) { return prims.send(to, from + o * es, c); });
-    };
-    if (fold.sitsOut(r)) {  // hand everything to r+1, get the result back
-      if (Status s = sendAll(r + 1, send); !s) return s;
-      return forChunks(0, count, chunk, [&](size_t o, size_t c) { return prims.recv(r + 1, recv + o * es, c); });
-    }
+    bool done = false;
     const char* cur = send;  // this rank's partial result
-    if (fold.absorbs(r)) {
-      if (Status s = forChunks(0, count, chunk,
-                               [&](size_t o, size_t c) { return prims.recvReduce(r - 1, send + o * es, recv + o * es, c, false); });
-          !s)
-        return s;
-      cur = recv;
-    }
+    if (Status s = foldIn(prims, fold, r, send, recv, count, &done, &cur); !s || done) return s;
     const int v = fold.virtualRank(r);
     for (int dist = 1; dist < fold.p; dist *= 2) {
       const int partner = fold.realRank(v ^ dist);
@@ -65,8 +52,7 @@ class RdAllReduce final : public AlgorithmOf<Collective::AllReduce> {
       if (!st) return st;
       cur = recv;
     }
-    if (fold.absorbs(r)) return sendAll(r - 1, recv);
-    return Status::ok();
+    return foldOut(prims, fold, r, recv, count);
   }
 };
 

@@ -3,8 +3,7 @@
 // Each participant sends 2(p-1)/p of the buffer in 2 log2 p steps; a folded pair adds one full send
 // before and one after. recvbuf is the workspace: no scratch.
 #include "algorithms/algorithm.hpp"
-#include "algorithms/patterns/rhd.hpp"
-#include "algorithms/primitives.hpp"
+#include "algorithms/fold_steps.hpp"
 
 namespace zcoll {
 namespace {
@@ -33,22 +32,9 @@ class RhdAllReduce final : public AlgorithmOf<Collective::AllReduce> {
       return Status::ok();
     }
     const patterns::Fold fold = patterns::Fold::of(n);
-    if (fold.sitsOut(r)) {  // hand everything to r+1, get the result back
-      if (Status s = forChunks(0, count, chunk, [&](size_t o, size_t c) { return prims.send(r + 1, send + o * es, c); });
-          !s)
-        return s;
-      return forChunks(0, count, chunk, [&](size_t o, size_t c) { return prims.recv(r + 1, recv + o * es, c); });
-    }
+    bool done = false;
     const char* cur = send;  // where this rank's partial sums live
-    if (fold.absorbs(r)) {
-      if (Status s = forChunks(0, count, chunk,
-                               [&](size_t o, size_t c) {
-                                 return prims.recvReduce(r - 1, send + o * es, recv + o * es, c, false);
-                               });
-          !s)
-        return s;
-      cur = recv;
-    }
+    if (Status s = foldIn(prims, fold, r, send, recv, count, &done, &cur); !s || done) return s;
     const int v = fold.virtualRank(r);
     struct Taken {
       Range whole;  // the range before the halving step
@@ -86,9 +72,7 @@ class RhdAllReduce final : public AlgorithmOf<Collective::AllReduce> {
       if (!st) return st;
       mine = taken[i].whole;
     }
-    if (fold.absorbs(r))
-      return forChunks(0, count, chunk, [&](size_t o, size_t c) { return prims.send(r - 1, recv + o * es, c); });
-    return Status::ok();
+    return foldOut(prims, fold, r, recv, count);
   }
 };
 
