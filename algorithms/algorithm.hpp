@@ -71,6 +71,9 @@ struct AlgoContext {
   // out-of-place op): a send from it may be a zero-copy one (Transport::commitSendFrom).
   const void* stableSrc = nullptr;
   size_t stableBytes = 0;
+  // A host operation larger than the cache (ZCOLL_STREAM_STORES): results it does not read again are
+  // written with non-temporal stores (Primitives).
+  bool streamStores = false;
 };
 
 class Algorithm {

@@ -44,13 +44,17 @@ class DirectAllReduce final : public AlgorithmOf<Collective::AllReduce> {
         if (Status s = prims.send(peer, send + off, len); !s) return s;
       }
       const size_t own = at(r, &len);
-      for (int k = 1; k < n; ++k) {
-        const int peer = patterns::mod(r - k, n);
-        if (Status s = prims.recvReduce(peer, (k == 1 ? send : recv) + own, recv + own, len, k == n - 1); !s)
-          return s;
+      if (n == 2) {  // one peer: the reduction goes into its slot and dst at once
+        if (Status s = prims.recvReduceCopySend(1 - r, 1 - r, send + own, recv + own, len, true); !s) return s;
+      } else {
+        for (int k = 1; k < n; ++k) {
+          const int peer = patterns::mod(r - k, n);
+          if (Status s = prims.recvReduce(peer, (k == 1 ? send : recv) + own, recv + own, len, k == n - 1); !s)
+            return s;
+        }
+        for (int k = 1; k < n; ++k)
+          if (Status s = prims.send(patterns::mod(r + k, n), recv + own, len); !s) return s;
       }
-      for (int k = 1; k < n; ++k)
-        if (Status s = prims.send(patterns::mod(r + k, n), recv + own, len); !s) return s;
       for (int k = 1; k < n; ++k) {
         const int peer = patterns::mod(r - k, n);
         const size_t off = at(peer, &len);

@@ -32,11 +32,14 @@ class DirectReduceScatter final : public AlgorithmOf<Collective::ReduceScatter> 
         const int peer = patterns::mod(r + k, n);
         if (Status s = prims.send(peer, send + (static_cast<size_t>(peer) * block + o) * es, c); !s) return s;
       }
-      for (int k = 1; k < n; ++k)
-        if (Status s = prims.recvReduce(patterns::mod(r - k, n), (k == 1 ? own : recv) + o * es, recv + o * es, c,
-                                        k == n - 1);
+      for (int k = 1; k < n; ++k) {
+        const int peer = patterns::mod(r - k, n);
+        const char* local = (k == 1 ? own : recv) + o * es;
+        if (Status s = k == n - 1 ? prims.recvReduceOut(peer, local, recv + o * es, c)
+                                  : prims.recvReduce(peer, local, recv + o * es, c, false);
             !s)
           return s;
+      }
       return Status::ok();
     });
   }

@@ -17,7 +17,8 @@ Primitives::Primitives(const OpArgs& op, AlgoContext& ctx, std::string_view algo
       reduce_(reduceFunction(op.dtype, op.op)),
       finalize_(finalizeFunction(op.dtype, op.op)),
       dev_(ctx.device),
-      slotsOnHost_(ctx.transport->slotMemory() == MemKind::Host) {}
+      slotsOnHost_(ctx.transport->slotMemory() == MemKind::Host),
+      stream_(ctx.streamStores && ctx.device == nullptr) {}
 
 const char* Primitives::stepKind() const {
   if (stepRecv_ && stepSend_) return stepReduce_ ? (stepStore_ ? "recvReduceCopySend" : "recvReduceSend") : "recvCopySend";
@@ -37,7 +38,7 @@ Status Primitives::waitFailure(WaitResult r, int peer, std::string_view what) co
 }
 
 Status Primitives::step(int recvPeer, int sendPeer, const void* local, void* dst, size_t n, bool reduce,
-                        bool finalize) {
+                        bool finalize, bool stream) {
   if (n == 0) return Status::ok();
   Transport* t = ctx_.transport;
   const size_t bytes = n * elemSize_;
@@ -69,7 +70,7 @@ Status Primitives::step(int recvPeer, int sendPeer, const void* local, void* dst
   if (dev_) {
     if (Status s = deviceStep(in, out, recvPeer >= 0, sendPeer >= 0, local, dst, n, reduce, finalize); !s) return s;
   } else {
-    committed = hostStep(in, out, recvPeer, sendPeer, local, dst, n, reduce, finalize);
+    committed = hostStep(in, out, recvPeer, sendPeer, local, dst, n, reduce, finalize, stream && dst);
   }
   if (recvPeer >= 0) t->releaseRecv(recvPeer);
   if (sendPeer >= 0 && !committed) t->commitSend(sendPeer, bytes);
@@ -78,17 +79,28 @@ Status Primitives::step(int recvPeer, int sendPeer, const void* local, void* dst
 }
 
 bool Primitives::hostStep(const RecvChunk& in, const SendSlot& out, int recvPeer, int sendPeer, const void* local,
-                          void* dst, size_t n, bool reduce, bool finalize) {
+                          void* dst, size_t n, bool reduce, bool finalize, bool stream) {
   const bool recv = recvPeer >= 0, send = sendPeer >= 0;
   const size_t bytes = n * elemSize_;
   const void* value = local;  // what goes out
-  if (reduce) {
+  if (reduce && stream && send) {
+    // Reduced into the slot (in cache, read back for dst), dst streamed.
+    reduce_(out.data, in.data, local, n);
+    if (finalize && finalize_) finalize_(out.data, n, divisor_);
+    streamBytes(dst, out.data, bytes);
+    return false;
+  }
+  if (reduce && stream) {
+    streamReduce(dst, in.data, local, n, finalize);
+    value = dst;
+  } else if (reduce) {
     void* target = dst ? dst : out.data;
     reduce_(target, in.data, local, n);
     if (finalize && finalize_) finalize_(target, n, divisor_);
     value = target;
   } else if (recv) {
-    if (dst) copyBytes(dst, in.data, bytes);
+    if (dst && stream) streamBytes(dst, in.data, bytes);
+    else if (dst) copyBytes(dst, in.data, bytes);
     value = in.data;
   }
   if (!send || value == out.data) return false;
@@ -99,6 +111,22 @@ bool Primitives::hostStep(const RecvChunk& in, const SendSlot& out, int recvPeer
     return true;
   copyBytes(out.data, value, bytes);
   return false;
+}
+
+void Primitives::streamReduce(void* dst, const void* a, const void* b, size_t n, bool finalize) const {
+  constexpr size_t kBlockBytes = 4096;  // stays in L1 between the reduction and the copy
+  alignas(64) char block[kBlockBytes];
+  const size_t per = kBlockBytes / elemSize_;
+  auto* d = static_cast<char*>(dst);
+  auto* x = static_cast<const char*>(a);
+  auto* y = static_cast<const char*>(b);
+  for (size_t i = 0; i < n; i += per) {
+    const size_t k = std::min(per, n - i), off = i * elemSize_;
+    reduce_(block, x + off, y + off, k);
+    if (finalize && finalize_) finalize_(block, k, divisor_);
+    streamBytes(d + off, block, k * elemSize_, false);
+  }
+  storeFence();
 }
 
 Status Primitives::deviceStep(const RecvChunk& in, const SendSlot& out, bool recv, bool send, const void* local,

@@ -9,6 +9,10 @@
 //   recvReduceSend     slot      = in OP local
 //   recvReduceCopySend dst       = in OP local; slot = dst
 //   recvCopySend       dst = in; slot = in
+//   recvReduceOut      dst       = in OP local, finalized: a result this op does not read again
+// In an operation larger than the cache (AlgoContext::streamStores) the values stored into dst by
+// recv, recvCopySend, recvReduceCopySend and recvReduceOut bypass the cache (non-temporal stores):
+// an algorithm reads dst written by those steps back only where it would be out of cache anyway.
 // Both sides of a transfer compute the same chunk size; a chunk of another size is a RemoteError.
 // Ring schedules stay deadlock-free with >= 2 slots per FIFO (docs/algorithms.md has the argument).
 #pragma once
@@ -30,19 +34,22 @@ class Primitives {
   size_t chunkElems() const { return chunkElems_; }
   bool onDevice() const { return dev_ != nullptr; }
 
-  Status send(int peer, const void* local, size_t n) { return step(-1, peer, local, nullptr, n, false, false); }
-  Status recv(int peer, void* dst, size_t n) { return step(peer, -1, nullptr, dst, n, false, false); }
+  Status send(int peer, const void* local, size_t n) { return step(-1, peer, local, nullptr, n, false, false, false); }
+  Status recv(int peer, void* dst, size_t n) { return step(peer, -1, nullptr, dst, n, false, false, stream_); }
   Status recvReduce(int peer, const void* local, void* dst, size_t n, bool finalize) {
-    return step(peer, -1, local, dst, n, true, finalize);
+    return step(peer, -1, local, dst, n, true, finalize, false);
+  }
+  Status recvReduceOut(int peer, const void* local, void* dst, size_t n) {
+    return step(peer, -1, local, dst, n, true, true, stream_);
   }
   Status recvReduceSend(int recvPeer, int sendPeer, const void* local, size_t n) {
-    return step(recvPeer, sendPeer, local, nullptr, n, true, false);
+    return step(recvPeer, sendPeer, local, nullptr, n, true, false, false);
   }
   Status recvReduceCopySend(int recvPeer, int sendPeer, const void* local, void* dst, size_t n, bool finalize) {
-    return step(recvPeer, sendPeer, local, dst, n, true, finalize);
+    return step(recvPeer, sendPeer, local, dst, n, true, finalize, stream_);
   }
   Status recvCopySend(int recvPeer, int sendPeer, void* dst, size_t n) {
-    return step(recvPeer, sendPeer, nullptr, dst, n, false, false);
+    return step(recvPeer, sendPeer, nullptr, dst, n, false, false, stream_);
   }
 
   // Local work, no transport: dst = src; and the Avg division of a final result. On device memory
@@ -71,10 +78,14 @@ class Primitives {
   Status waitFailure(WaitResult r, int peer, std::string_view what) const;
 
  private:
-  Status step(int recvPeer, int sendPeer, const void* local, void* dst, size_t n, bool reduce, bool finalize);
+  // stream: dst is written with non-temporal stores (host operations only).
+  Status step(int recvPeer, int sendPeer, const void* local, void* dst, size_t n, bool reduce, bool finalize,
+              bool stream);
   // The host half of step(); true when it committed the send itself (zero copy).
   bool hostStep(const RecvChunk& in, const SendSlot& out, int recvPeer, int sendPeer, const void* local, void* dst,
-                size_t n, bool reduce, bool finalize);
+                size_t n, bool reduce, bool finalize, bool stream);
+  // dst = a OP b (finalized) with non-temporal stores, through an L1-sized block.
+  void streamReduce(void* dst, const void* a, const void* b, size_t n, bool finalize) const;
   // The device half of step(): queue the chunk's work, wait for it.
   Status deviceStep(const RecvChunk& in, const SendSlot& out, bool recv, bool send, const void* local, void* dst,
                     size_t n, bool reduce, bool finalize);
@@ -97,6 +108,7 @@ class Primitives {
   FinalizeFn finalize_;
   DeviceExecutor* dev_;  // device operation, else nullptr
   bool slotsOnHost_;     // the transport's slots are host memory (copies between them need no device)
+  bool stream_;          // AlgoContext::streamStores, host operations only
 };
 
 // Calls f(offset, n) for each chunk of [begin, end) (element offsets), stopping at the first failure.

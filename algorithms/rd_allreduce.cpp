@@ -43,12 +43,16 @@ class RdAllReduce final : public AlgorithmOf<Collective::AllReduce> {
     for (int dist = 1; dist < fold.p; dist *= 2) {
       const int partner = fold.realRank(v ^ dist);
       const bool last = dist * 2 >= fold.p;
+      const bool out = last && !fold.absorbs(r);  // nothing reads the result again
       const char* from = cur;
       // Chunk by chunk: ours out, theirs in and reduced with ours into recv (a chunk of ours has
       // left before recv's copy of it is overwritten: in place and after the first step).
       Status st = exchangeChunks(
           count, count, chunk, [&](size_t o, size_t c) { return prims.send(partner, from + o * es, c); },
-          [&](size_t o, size_t c) { return prims.recvReduce(partner, from + o * es, recv + o * es, c, last); });
+          [&](size_t o, size_t c) {
+            return out ? prims.recvReduceOut(partner, from + o * es, recv + o * es, c)
+                       : prims.recvReduce(partner, from + o * es, recv + o * es, c, last);
+          });
       if (!st) return st;
       cur = recv;
     }

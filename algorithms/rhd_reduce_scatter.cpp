@@ -54,7 +54,9 @@ class RhdReduceScatter final : public AlgorithmOf<Collective::ReduceScatter> {
           [&](size_t o, size_t c) { return prims.send(partner, cur + (h.give.lo + o - curBase) * es, c); },
           [&](size_t o, size_t c) {
             const size_t x = h.keep.lo + o;
-            return prims.recvReduce(partner, cur + (x - curBase) * es, out + (x - outBase) * es, c, last);
+            const char* local = cur + (x - curBase) * es;
+            return last ? prims.recvReduceOut(partner, local, out + (x - outBase) * es, c)
+                        : prims.recvReduce(partner, local, out + (x - outBase) * es, c, false);
           });
       if (!st) return st;
       if (cur == send) workBase = h.keep.lo;

@@ -39,7 +39,7 @@ class RingReduce final : public AlgorithmOf<Collective::Reduce> {
       } else if (pos > 0) {
         s = prims.recvReduceSend(from, to, send + off, c.n);
       } else {
-        s = prims.recvReduce(from, send + off, recv + off, c.n, true);
+        s = prims.recvReduceOut(from, send + off, recv + off, c.n);
       }
       if (!s) return s;
     }

@@ -39,7 +39,7 @@ class RingReduceScatter final : public AlgorithmOf<Collective::ReduceScatter> {
       for (int step = 1; step < n - 1; ++step)
         if (Status s = prims.recvReduceSend(prev, next, in(patterns::reduceScatterBlock(r, step, n)), c.n); !s)
           return s;
-      if (Status s = prims.recvReduce(prev, in(r), recv + c.begin * es, c.n, true); !s) return s;
+      if (Status s = prims.recvReduceOut(prev, in(r), recv + c.begin * es, c.n); !s) return s;
     }
     return Status::ok();
   }

@@ -228,6 +228,12 @@ Status Communicator::execute(const OpArgs& op, const Algorithm& algoRef) {
     ctx.stableSrc = op.sendbuf;
     ctx.stableBytes = op.stableSendBytes;
   }
+  // Non-temporal stores of results, in ops larger than the cache: measured faster for the reducing
+  // collectives and all-gather (2 ranks, 32-128 MiB: +7-25%); broadcast's receivers were slower.
+  const bool streamable = op.coll == Collective::AllReduce || op.coll == Collective::ReduceScatter ||
+                          op.coll == Collective::Reduce || op.coll == Collective::AllGather;
+  ctx.streamStores = !dev && streamable && config_.streamBytes > 0 &&
+                     opBytes(op.coll, op.count, op.dtype, nranks_) >= static_cast<size_t>(config_.streamBytes);
   ZCOLL_TRACE(Coll, rank_, "{} #{} ({}): count {} {} {} root {}", collectiveName(op.coll), op.seq, algo->name(),
               op.count, dataTypeName(op.dtype), redOpName(op.op), op.root);
   const int64_t t0 = tracer_ ? nowNs() : 0;

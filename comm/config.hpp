@@ -25,6 +25,8 @@ struct Config {
   int fifoSlots = 4;                 // slots per peer FIFO (>= 2: see docs/algorithms.md)
   int64_t spinNs = -1;               // wait policy: spin this long (-1: 2000, 200 when oversubscribed),
   int64_t yieldNs = 50'000;          // then sched_yield this long, then sleep on a futex
+  int64_t streamBytes = 32 << 20;    // ZCOLL_STREAM_STORES: host ops of at least this size write their
+                                     // results with non-temporal stores (0 = never)
   std::string algo;                  // ZCOLL_ALGO: "" = automatic
   std::string transports;            // ZCOLL_TRANSPORTS: "" = automatic
   std::string socketIfname;          // ZCOLL_SOCKET_IFNAME: interface for bootstrap sockets

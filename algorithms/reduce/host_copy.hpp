@@ -13,4 +13,11 @@ namespace zcoll {
 
 void copyBytes(void* dst, const void* src, size_t bytes);
 
+// The same copy with non-temporal stores: dst's lines go to memory without being read first or kept
+// in the cache (half the memory traffic of a copy into a buffer that is out of cache anyway). For
+// results this operation does not read again, in operations larger than the cache. Ends with a
+// store fence unless `fence` is false (the caller then fences before the data is published).
+void streamBytes(void* dst, const void* src, size_t bytes, bool fence = true);
+void storeFence();
+
 }  // namespace zcoll

@@ -155,15 +155,18 @@ TEST(HostReduce, HalfConversions) {
 namespace zcoll {
 namespace {
 
-// copyBytes: every relative alignment and sizes around its thresholds copy exactly, nothing more.
+// copyBytes and streamBytes: every relative alignment and sizes around their thresholds copy
+// exactly, nothing more.
 TEST(HostCopy, EveryAlignmentAndSize) {
   std::vector<unsigned char> src(70000), dst(70000);
   for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<unsigned char>(i * 131 + 7);
+  for (auto copy : {+[](void* d, const void* s, size_t n) { copyBytes(d, s, n); },
+                    +[](void* d, const void* s, size_t n) { streamBytes(d, s, n); }})
   for (size_t so : {0, 1, 16, 33, 63}) {
     for (size_t d0 : {0, 5, 16, 64}) {
       for (size_t n : {0, 1, 31, 2047, 2048, 2049, 4096 + 17, 65536}) {
         std::fill(dst.begin(), dst.end(), 0xEE);
-        copyBytes(dst.data() + d0, src.data() + so, n);
+        copy(dst.data() + d0, src.data() + so, n);
         ASSERT_EQ(std::memcmp(dst.data() + d0, src.data() + so, n), 0) << so << " " << d0 << " " << n;
         if (d0 > 0) {
           ASSERT_EQ(dst[d0 - 1], 0xEE);
