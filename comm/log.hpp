@@ -34,13 +34,22 @@ inline bool logEnabled(LogLevel level, Subsys subsys) {
          (detail::gLogSubsysMask.load(std::memory_order_relaxed) & (1u << static_cast<int>(subsys)));
 }
 
+namespace detail {
 template <typename... Args>
-void logAt(LogLevel level, Subsys subsys, int rank, fmt::format_string<Args...> f, Args&&... args) {
-  if (logEnabled(level, subsys)) detail::logWrite(level, subsys, rank, fmt::format(f, std::forward<Args>(args)...));
+void logFormatted(LogLevel level, Subsys subsys, int rank, fmt::format_string<Args...> f, Args&&... args) {
+  logWrite(level, subsys, rank, fmt::format(f, std::forward<Args>(args)...));
 }
+}  // namespace detail
 
-#define ZCOLL_WARN(subsys, rank, ...) ::zcoll::logAt(::zcoll::LogLevel::Warn, ::zcoll::Subsys::subsys, rank, __VA_ARGS__)
-#define ZCOLL_INFO(subsys, rank, ...) ::zcoll::logAt(::zcoll::LogLevel::Info, ::zcoll::Subsys::subsys, rank, __VA_ARGS__)
-#define ZCOLL_TRACE(subsys, rank, ...) ::zcoll::logAt(::zcoll::LogLevel::Trace, ::zcoll::Subsys::subsys, rank, __VA_ARGS__)
+// The macros test the level before the arguments are evaluated: a disabled line on a hot path
+// costs the test only, not the names and values it would print.
+#define ZCOLL_LOG_AT(level, subsys, rank, ...)                                                        \
+  (::zcoll::logEnabled(level, ::zcoll::Subsys::subsys)                                              \
+       ? ::zcoll::detail::logFormatted(level, ::zcoll::Subsys::subsys, rank, __VA_ARGS__) \
+       : void())
+
+#define ZCOLL_WARN(subsys, rank, ...) ZCOLL_LOG_AT(::zcoll::LogLevel::Warn, subsys, rank, __VA_ARGS__)
+#define ZCOLL_INFO(subsys, rank, ...) ZCOLL_LOG_AT(::zcoll::LogLevel::Info, subsys, rank, __VA_ARGS__)
+#define ZCOLL_TRACE(subsys, rank, ...) ZCOLL_LOG_AT(::zcoll::LogLevel::Trace, subsys, rank, __VA_ARGS__)
 
 }  // namespace zcoll

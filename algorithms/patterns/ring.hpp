@@ -10,7 +10,14 @@
 
 namespace zcoll::patterns {
 
-constexpr int mod(int64_t a, int n) { return static_cast<int>(((a % n) + n) % n); }
+// a mod n in [0, n). Ring arithmetic asks with a within one n of the range: answered without a
+// division (two 64-bit divisions cost ~40 ns, a quarter of a small collective's own time).
+constexpr int mod(int64_t a, int n) {
+  if (a >= 0 && a < n) return static_cast<int>(a);
+  if (a < 0 && a >= -static_cast<int64_t>(n)) return static_cast<int>(a + n);
+  if (a >= n && a < 2 * static_cast<int64_t>(n)) return static_cast<int>(a - n);
+  return static_cast<int>(((a % n) + n) % n);
+}
 constexpr int ringNext(int rank, int nranks) { return mod(rank + 1, nranks); }
 constexpr int ringPrev(int rank, int nranks) { return mod(rank - 1, nranks); }
 

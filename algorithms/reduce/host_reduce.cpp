@@ -1,10 +1,12 @@
 // host_reduce.cpp - see host_reduce.hpp.
 #include "algorithms/reduce/host_reduce.hpp"
 
+
 #include "algorithms/reduce/host_reduce_f16.hpp"
 #include "algorithms/reduce/host_reduce_simd.hpp"
 #include "algorithms/reduce/reduce_ops.hpp"
 
+#include <array>
 #include <cstdint>
 #include <cstring>
 
@@ -88,10 +90,25 @@ uint16_t floatToBf16(float f) {
   return reduce_ops::bf16FromFloatBits(u);
 }
 
-ReduceFn reduceFunction(DataType type, RedOp op) {
+namespace {
+ReduceFn pickReduceFunction(DataType type, RedOp op) {
   if (ReduceFn f = simdReduceFunction(type, op)) return f;
   if (ReduceFn f = nativeSimdReduceFunction(type, op, cpuSimdLevel())) return f;
   return portableReduceFunction(type, op);
+}
+}  // namespace
+
+ReduceFn reduceFunction(DataType type, RedOp op) {
+  // Chosen once per type x op (every operation asks: a lookup, not the CPU-dispatch chain).
+  static const auto table = [] {
+    std::array<std::array<ReduceFn, kNumRedOps>, kNumDataTypes> t{};
+    for (int d = 0; d < kNumDataTypes; ++d)
+      for (int o = 0; o < kNumRedOps; ++o) t[d][o] = pickReduceFunction(static_cast<DataType>(d), static_cast<RedOp>(o));
+    return t;
+  }();
+  const int d = static_cast<int>(type), o = static_cast<int>(op);
+  if (d < 0 || d >= kNumDataTypes || o < 0 || o >= kNumRedOps) return nullptr;
+  return table[d][o];
 }
 
 ReduceFn portableReduceFunction(DataType type, RedOp op) {

@@ -15,6 +15,9 @@ TEST(Ring, Neighbours) {
   EXPECT_EQ(ringNext(3, 4), 0);
   EXPECT_EQ(ringPrev(0, 4), 3);
   EXPECT_EQ(mod(-7, 3), 2);
+  // Every branch of mod (within one n of the range, and far from it) against the definition.
+  for (int n : {1, 2, 3, 7, 8})
+    for (int64_t a = -5 * n; a <= 5 * n; ++a) EXPECT_EQ(mod(a, n), ((a % n) + n) % n) << a << " mod " << n;
 }
 
 TEST(BlockPartition, CoversEveryElementOnce) {
