@@ -21,10 +21,11 @@ class DirectAllGather final : public AlgorithmOf<Collective::AllGather> {
     const int n = ctx.nranks, r = ctx.rank;
     const auto [send, recv] = bytesOf(op);
     const size_t es = prims.elemSize(), block = op.count;
-    prims.copy(recv + static_cast<size_t>(r) * block * es, send, block);
     return forChunks(0, block, prims.chunkElems(), [&](size_t o, size_t c) -> Status {
       for (int k = 1; k < n; ++k)
         if (Status s = prims.send(patterns::mod(r + k, n), send + o * es, c); !s) return s;
+      // The local copy while the peers take the chunk (it is in cache from the sends).
+      prims.copy(recv + (static_cast<size_t>(r) * block + o) * es, send + o * es, c);
       for (int k = 1; k < n; ++k) {
         const int peer = patterns::mod(r - k, n);
         if (Status s = prims.recv(peer, recv + (static_cast<size_t>(peer) * block + o) * es, c); !s) return s;

@@ -29,9 +29,11 @@ class RingAllGather final : public AlgorithmOf<Collective::AllGather> {
     for (size_t round = 0; round < rounds; ++round) {
       const patterns::ChunkSpan c = patterns::chunkOf(block, chunk, round);
       auto out = [&](int b) { return recv + (static_cast<size_t>(b) * block + c.begin) * es; };
+      // Own chunk out first (from sendbuff), then its local copy: the peer copies it meanwhile.
+      if (n > 1)
+        if (Status s = prims.send(next, send + c.begin * es, c.n); !s) return s;
       prims.copy(out(r), send + c.begin * es, c.n);
       if (n == 1) continue;
-      if (Status s = prims.send(next, out(r), c.n); !s) return s;
       for (int step = 1; step < n - 1; ++step)
         if (Status s = prims.recvCopySend(prev, next, out(patterns::allGatherBlock(r, step, n)), c.n); !s) return s;
       if (Status s = prims.recv(prev, out(patterns::allGatherBlock(r, n - 1, n)), c.n); !s) return s;

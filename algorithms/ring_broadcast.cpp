@@ -30,8 +30,8 @@ class RingBroadcast final : public AlgorithmOf<Collective::Broadcast> {
       const size_t off = c.begin * es;
       Status s;
       if (pos == 0) {
-        prims.copy(recv + off, send + off, c.n);
         if (n > 1) s = prims.send(next, send + off, c.n);
+        prims.copy(recv + off, send + off, c.n);  // while the next rank takes the chunk
       } else if (pos < n - 1) {
         s = prims.recvCopySend(prev, next, recv + off, c.n);
       } else {

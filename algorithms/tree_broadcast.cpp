@@ -20,9 +20,14 @@ class TreeBroadcast final : public AlgorithmOf<Collective::Broadcast> {
     const auto [send, recv] = bytesOf(op);
     const size_t es = prims.elemSize();
     const patterns::TreeNode node = patterns::binaryTree(ctx.rank, op.root, ctx.nranks);
-    if (ctx.rank == op.root) prims.copy(recv, send, op.count);
-    return forChunks(0, op.count, prims.chunkElems(),
-                     [&](size_t o, size_t c) { return treeBroadcastDown(prims, node, recv + o * es, c); });
+    const bool root = ctx.rank == op.root;
+    return forChunks(0, op.count, prims.chunkElems(), [&](size_t o, size_t c) -> Status {
+      if (!root) return treeBroadcastDown(prims, node, recv + o * es, c);
+      // The root sends from sendbuff, then copies the chunk while its children take it.
+      Status s = treeBroadcastDown(prims, node, recv + o * es, c, send + o * es);
+      prims.copy(recv + o * es, send + o * es, c);
+      return s;
+    });
   }
 };
 

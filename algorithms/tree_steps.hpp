@@ -29,15 +29,18 @@ inline Status treeReduceUp(Primitives& prims, const patterns::TreeNode& t, const
   }
 }
 
-// Receives buf from the parent (unless root) and forwards it to the children.
-inline Status treeBroadcastDown(Primitives& prims, const patterns::TreeNode& t, char* buf, size_t n) {
+// Receives buf from the parent (unless root) and forwards it to the children. A root sends from
+// rootSrc when given (else buf).
+inline Status treeBroadcastDown(Primitives& prims, const patterns::TreeNode& t, char* buf, size_t n,
+                                const char* rootSrc = nullptr) {
   int next = 0;
+  const char* src = t.parent < 0 && rootSrc ? rootSrc : buf;
   if (t.parent >= 0) {
     Status s = t.nchildren > 0 ? prims.recvCopySend(t.parent, t.children[next++], buf, n) : prims.recv(t.parent, buf, n);
     if (!s) return s;
   }
   for (; next < t.nchildren; ++next)
-    if (Status s = prims.send(t.children[next], buf, n); !s) return s;
+    if (Status s = prims.send(t.children[next], src, n); !s) return s;
   return Status::ok();
 }
 
