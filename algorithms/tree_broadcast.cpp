@@ -22,10 +22,9 @@ class TreeBroadcast final : public AlgorithmOf<Collective::Broadcast> {
     const patterns::TreeNode node = patterns::binaryTree(ctx.rank, op.root, ctx.nranks);
     const bool root = ctx.rank == op.root;
     return forChunks(0, op.count, prims.chunkElems(), [&](size_t o, size_t c) -> Status {
-      if (!root) return treeBroadcastDown(prims, node, recv + o * es, c);
       // The root sends from sendbuff, then copies the chunk while its children take it.
-      Status s = treeBroadcastDown(prims, node, recv + o * es, c, send + o * es);
-      prims.copy(recv + o * es, send + o * es, c);
+      Status s = treeBroadcastDown(prims, node, recv + o * es, c, root ? send + o * es : nullptr);
+      if (root) prims.copy(recv + o * es, send + o * es, c);
       return s;
     });
   }
