@@ -18,15 +18,17 @@
 
 namespace zcoll {
 
-// Sizes at which each all-reduce algorithm is timed by the calibration, a factor of 4 apart, and 2
-// between 2 and 32 KiB (the curves bend too much for a coarser grid: crossovers were misplaced; at 2
-// ranks the latency algorithms hand over to the bandwidth ones around 4 KiB, where a factor-4 grid
-// chose one 10-19% slower). The smallest is pure latency (most ranks get no element); 512 B gives
-// every rank at least one element up to 128 ranks; the largest is out of any cache here, so the
-// slope beyond it is the memory system's, not the cache's.
-inline constexpr size_t kCalibrationBytes[] = {8,         512,        2 * 1024,   4 * 1024,        8 * 1024,       16 * 1024,
-                                               32 * 1024, 128 * 1024, 512 * 1024, 2 * 1024 * 1024, 8 * 1024 * 1024};
-inline constexpr int kCalibrationPoints = 11;
+// Sizes at which each all-reduce algorithm is timed by the calibration: a factor of 2 apart from 2 KiB
+// to 2 MiB, where the curves bend and cross (a factor-4 grid misplaced crossovers: at 2 ranks the
+// latency algorithms hand over to the bandwidth ones around 4 KiB, where it chose one 10-19% slower;
+// at 8 ranks ring, rhd and direct cross between 128 and 512 KiB, and the log-log interpolation at
+// 256 KiB chose one 16% slower). The smallest is pure latency (most ranks get no element); 512 B
+// gives every rank at least one element up to 128 ranks; the largest is out of any cache here, so
+// the slope beyond it is the memory system's, not the cache's.
+inline constexpr size_t kCalibrationBytes[] = {8,          512,        2 * 1024,   4 * 1024,        8 * 1024,
+                                               16 * 1024,  32 * 1024,  64 * 1024,  128 * 1024,      256 * 1024,
+                                               512 * 1024, 1024 * 1024, 2 * 1024 * 1024, 8 * 1024 * 1024};
+inline constexpr int kCalibrationPoints = 14;
 
 // One algorithm's measured all-reduce times at kCalibrationBytes.
 struct MeasuredCurve {

@@ -100,12 +100,12 @@ Status Communicator::calibrate() {
   const OpArgs barrierOp{Collective::Barrier, nullptr, nullptr, 0, DataType::Uint8};
   // At each size, every algorithm runs a few ops in turn per trial (so all see the same machine).
   // Several ops per sample smooth out the scheduler's hiccups when ranks share cores.
-  static constexpr int kWarmup[kCalibrationPoints] = {3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1};
-  static constexpr int kTrials[kCalibrationPoints] = {9, 9, 9, 9, 9, 9, 9, 7, 7, 5, 5};
+  static constexpr int kWarmup[kCalibrationPoints] = {3, 3, 3, 3, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1};
+  static constexpr int kTrials[kCalibrationPoints] = {9, 9, 9, 9, 9, 9, 9, 9, 7, 7, 7, 5, 5, 5};
   // At 2 ranks an 8-byte op takes ~0.3 us: 16 of them (5 us) sat within the barrier's exit skew, so
   // the small sizes loop 128 times; with more ranks each op is slower and fewer suffice.
-  static constexpr int kOpsAt2Ranks[kCalibrationPoints] = {128, 128, 64, 48, 32, 24, 16, 4, 4, 4, 2};
-  static constexpr int kMinOps[kCalibrationPoints] = {16, 16, 16, 12, 8, 8, 8, 4, 4, 4, 2};
+  static constexpr int kOpsAt2Ranks[kCalibrationPoints] = {128, 128, 64, 48, 32, 24, 16, 8, 4, 4, 4, 4, 4, 2};
+  static constexpr int kMinOps[kCalibrationPoints] = {16, 16, 16, 12, 8, 8, 8, 4, 4, 4, 4, 4, 4, 2};
   int opsPerSample[kCalibrationPoints];
   for (int k = 0; k < kCalibrationPoints; ++k) opsPerSample[k] = std::max(kMinOps[k], kOpsAt2Ranks[k] * 2 / n);
   constexpr int kMaxTrials = *std::max_element(std::begin(kTrials), std::end(kTrials));
