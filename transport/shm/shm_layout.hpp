@@ -5,8 +5,11 @@
 //   [SegmentHeader: 4 KiB][FifoCtrl x (nranks-1)][page-aligned data: (nranks-1) x slots x slotStride]
 // (the data part in device memory instead for the cuda_ipc transport)
 // The FIFO from sender s sits at index fifoIndex(owner, s). The sender writes into the owner's
-// segment; the owner reads in place. head is written by the sender, tail by the owner; each on its
-// own cache line.
+// segment; the owner reads in place. Each slot has a header line (SlotHeader) the sender writes last:
+// the chunk's size and its FIFO position (seq), which is what the owner polls; tail, on its own line,
+// is written by the owner. A host chunk of at most kInlineBytes is also copied into its header line,
+// so the owner takes a small message with one cache-line transfer instead of three (position, size,
+// data): the latency of every small op.
 #pragma once
 
 #include <atomic>
@@ -32,10 +35,18 @@ struct alignas(64) SegmentHeader {
   alignas(64) std::atomic<uint32_t> fdSleepers;
 };
 
+inline constexpr size_t kInlineBytes = 48;
+
+struct alignas(64) SlotHeader {
+  std::atomic<uint64_t> seq;           // 1 + the FIFO position of the chunk in the slot; written last
+  uint64_t bytes;                      // its payload size
+  uint8_t inlined[kInlineBytes];       // host FIFOs: a chunk of at most kInlineBytes, copied here too
+};
+static_assert(sizeof(SlotHeader) == 64);
+
 struct alignas(64) FifoCtrl {
-  alignas(64) std::atomic<uint64_t> head;  // chunks published by the sender
   alignas(64) std::atomic<uint64_t> tail;  // chunks released by the receiver
-  alignas(64) uint64_t bytes[kMaxSlots];   // payload size of each slot, written before head
+  SlotHeader slot[kMaxSlots];
 };
 
 struct Layout {

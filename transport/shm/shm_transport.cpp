@@ -60,6 +60,7 @@ Status ShmTransport::create(Bootstrap& boot, const Config& config, const std::at
   t->layout_.slots = config.fifoSlots;
   t->layout_.slotBytes = static_cast<size_t>(config.chunkBytes);
   t->layout_.hostData = device == nullptr;
+  t->inlineSmall_ = t->layout_.hostData;  // device slots: a chunk must stay in device memory
   t->stride_ = t->layout_.slotStride();
   const size_t bytes = t->layout_.totalBytes();
   t->peers_.resize(static_cast<size_t>(boot.nranks()));
@@ -183,20 +184,21 @@ bool ShmTransport::tryAcquireSend(int peer, SendSlot* slot) {
 
 void ShmTransport::commitSend(int peer, size_t bytes) {
   Peer& p = peers_[peer];
-  p.outCtrl->bytes[p.sendHead % static_cast<uint64_t>(layout_.slots)] = bytes;
-  p.outCtrl->head.store(++p.sendHead, std::memory_order_release);
+  const uint64_t index = p.sendHead % static_cast<uint64_t>(layout_.slots);
+  SlotHeader& h = p.outCtrl->slot[index];
+  h.bytes = bytes;
+  if (inlineSmall_ && bytes <= kInlineBytes) std::memcpy(h.inlined, p.outData + index * stride_, bytes);
+  h.seq.store(++p.sendHead, std::memory_order_release);
   ring(p);
 }
 
 bool ShmTransport::tryRecv(int peer, RecvChunk* chunk) {
   Peer& p = peers_[peer];
-  if (p.recvTail == p.cachedHead) {
-    p.cachedHead = p.inCtrl->head.load(std::memory_order_acquire);
-    if (p.recvTail == p.cachedHead) return false;
-  }
-  uint64_t index = p.recvTail % static_cast<uint64_t>(layout_.slots);
-  chunk->data = p.inData + index * stride_;
-  chunk->bytes = p.inCtrl->bytes[index];
+  const uint64_t index = p.recvTail % static_cast<uint64_t>(layout_.slots);
+  const SlotHeader& h = p.inCtrl->slot[index];
+  if (h.seq.load(std::memory_order_acquire) != p.recvTail + 1) return false;
+  chunk->bytes = h.bytes;
+  chunk->data = inlineSmall_ && chunk->bytes <= kInlineBytes ? h.inlined : p.inData + index * stride_;
   return true;
 }
 

@@ -6,7 +6,8 @@
 // memory goes away with the last mapping, even after kill -9.
 // Cost per chunk: the sender writes the slot (one pass over the data, often fused with a reduction),
 // the receiver reads it; two atomic stores and a doorbell check per chunk; no syscall unless the
-// other side sleeps.
+// other side sleeps. A chunk of at most kInlineBytes travels inside its slot's header line (one
+// cache-line transfer).
 #pragma once
 
 #include <atomic>
@@ -65,7 +66,6 @@ class ShmTransport final : public Transport {
     uint64_t sendHead = 0;          // chunks I published to the peer
     uint64_t cachedTail = 0;        // the peer's tail as last read
     uint64_t recvTail = 0;          // chunks I released from the peer
-    uint64_t cachedHead = 0;        // the peer's head as last read
     Fd wakeFd;                      // the peer's wake eventfd (mixed communicators)
   };
 
@@ -75,6 +75,7 @@ class ShmTransport final : public Transport {
   Layout layout_;
   int rank_ = 0;
   size_t stride_ = 0;
+  bool inlineSmall_ = true;  // host slots: small chunks are copied into the slot header
   uint8_t* mine_ = nullptr;
   SegmentHeader* myHeader_ = nullptr;
   std::vector<Peer> peers_;
