@@ -30,6 +30,9 @@ struct PeerInfo {
   SockAddr listen;        // this rank's bootstrap listening address
   char hostname[64] = {};
   uint8_t device = 0;     // 1: this process has a device runtime (comm/device.hpp)
+  // The CPUs this process may run on (sched_getaffinity, CPUs 0-1023 as bits): the ranks of a host
+  // outnumber its cores when they outnumber the union of their sets (the wait policy).
+  uint64_t cpus[16] = {};
 };
 
 // This process's host identity: boot id, hostname and the net/ipc namespaces.

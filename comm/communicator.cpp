@@ -1,9 +1,10 @@
 // communicator.cpp - creation, execution engine and teardown (see communicator.hpp).
 #include "comm/communicator.hpp"
 
-#include <sched.h>
 
 #include <algorithm>
+#include <bit>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <vector>
@@ -55,16 +56,20 @@ Status Communicator::create(const UniqueIdFields& id, int nranks, int rank, cons
   const std::vector<PeerInfo>& peers = c->bootstrap_->peers();
   bool oneHost = true;
   int localRanks = 0;
+  uint64_t hostCpus[std::size(PeerInfo{}.cpus)] = {};  // the CPUs some rank of this host may use
   for (const PeerInfo& p : peers) {
-    oneHost = oneHost && p.hostHash == peers[static_cast<size_t>(rank)].hostHash;
-    localRanks += p.hostHash == peers[static_cast<size_t>(rank)].hostHash;
+    const bool local = p.hostHash == peers[static_cast<size_t>(rank)].hostHash;
+    oneHost = oneHost && local;
+    localRanks += local;
+    for (size_t w = 0; local && w < std::size(hostCpus); ++w) hostCpus[w] |= p.cpus[w];
   }
   if (c->config_.spinNs < 0) {
-    // A rank that spins while it waits holds a core; when the host's ranks outnumber its cores that
-    // core may be the one the awaited rank needs, so spin briefly and yield soon.
-    cpu_set_t cpus;
-    const int cores = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
-    c->config_.spinNs = localRanks > cores ? 200 : 2'000;
+    // A rank that spins while it waits holds a core; when the host's ranks outnumber the CPUs they
+    // may use (together: ranks pinned to a core each are not oversubscribed) that core may be the
+    // one the awaited rank needs, so spin briefly and yield soon.
+    int cores = 0;
+    for (uint64_t w : hostCpus) cores += std::popcount(w);
+    c->config_.spinNs = localRanks > std::max(cores, 1) ? 200 : 2'000;
     ZCOLL_INFO(Init, rank, "wait policy: {} ranks on this host, {} cores: spin {} ns", localRanks, cores, c->config_.spinNs);
   }
   if (Status s = createTransport(*c->bootstrap_, config, &c->abort_, &c->transport_); !s) return s;

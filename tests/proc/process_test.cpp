@@ -290,3 +290,24 @@ TEST_F(Process, BindPinsEachRankToACore) {
   EXPECT_EQ(bad.status, 2);
   EXPECT_NE(bad.out.find("--bind socket: expected none, auto, core, numa or package"), std::string::npos) << bad.out;
 }
+
+// The wait policy counts the CPUs of all of a host's ranks together: two ranks pinned to a core each
+// are not oversubscribed (they keep the long spin), more ranks than the host's CPUs are.
+TEST_F(Process, WaitPolicyCountsTheCpusOfEveryLocalRank) {
+  cpu_set_t mine;
+  ASSERT_EQ(sched_getaffinity(0, sizeof mine, &mine), 0);
+  const int cpus = CPU_COUNT(&mine);
+  if (cpus < 2) GTEST_SKIP() << "this process may use one CPU: two ranks cannot have a core each";
+  const std::string env = "ZCOLL_DEBUG=INFO ZCOLL_CALIBRATE=0 ZCOLL_SPIN_NS=auto ";
+  Result pinned = runCommand(env + bench_ + " allreduce -p 2 --bind core -b 8 -e 8 -n 1 -w 1 -R 1");
+  ASSERT_EQ(pinned.status, 0) << pinned.out;
+  EXPECT_NE(pinned.out.find("wait policy: 2 ranks on this host, "), std::string::npos) << pinned.out;
+  EXPECT_NE(pinned.out.find(" cores: spin 2000 ns"), std::string::npos) << pinned.out;
+  EXPECT_EQ(pinned.out.find(" cores: spin 200 ns"), std::string::npos) << pinned.out;
+  if (cpus > 7) return;  // the oversubscribed half would start cpus + 1 ranks
+  const std::string n = std::to_string(cpus + 1);
+  Result over = runCommand(env + bench_ + " allreduce -p " + n + " --bind core -b 8 -e 8 -n 1 -w 1 -R 1");
+  ASSERT_EQ(over.status, 0) << over.out;
+  EXPECT_NE(over.out.find("wait policy: " + n + " ranks on this host, " + std::to_string(cpus) + " cores: spin 200 ns"),
+            std::string::npos) << over.out;
+}
