@@ -405,9 +405,8 @@ void printUsage(FILE* f, const char* prog) {
                "        ops on its own stream, timed to the stream's completion\n"
                "  -p N: start N local ranks here; without -p, join a job started by zcoll-run, torchrun,\n"
                "        mpirun or srun (zcollCommInitFromEnv)\n"
-               "  --bind KIND: with -p, pin the ranks: core (default: rank r on core r mod cores, shared in turn\n"
-               "        when there are more ranks than cores), auto (mpirun's: a core each unless there are more\n"
-               "        ranks than cores, else unpinned), none, numa, package\n",
+               "  --bind KIND: with -p, pin the ranks as mpirun does: auto (default: a core each unless there are\n"
+               "        more ranks than cores), none, core, numa, package\n",
                prog);
 }
 
