@@ -6,8 +6,8 @@
 #include <unistd.h>
 
 #include <cstring>
-#include <iterator>
 #include <fstream>
+#include <iterator>
 
 #include "comm/bootstrap_wire.hpp"
 #include "comm/device.hpp"

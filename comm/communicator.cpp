@@ -1,7 +1,6 @@
 // communicator.cpp - creation, execution engine and teardown (see communicator.hpp).
 #include "comm/communicator.hpp"
 
-
 #include <algorithm>
 #include <bit>
 #include <iterator>
