@@ -1,13 +1,11 @@
 // bootstrap.cpp - the rank side of the bootstrap: rendezvous, ring, allGather, barrier.
 #include "comm/bootstrap.hpp"
 
-#include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
 #include <fstream>
-#include <iterator>
 
 #include "comm/bootstrap_wire.hpp"
 #include "comm/device.hpp"
@@ -68,10 +66,7 @@ Status Bootstrap::rendezvous(const UniqueIdFields& id) {
   h.info.pid = getpid();
   h.info.hostHash = localHostHash();
   h.info.device = deviceRuntime() ? 1 : 0;
-  if (cpu_set_t set; sched_getaffinity(0, sizeof set, &set) == 0) {
-    for (int cpu = 0; cpu < static_cast<int>(std::size(h.info.cpus)) * 64 && cpu < CPU_SETSIZE; ++cpu)
-      if (CPU_ISSET(cpu, &set)) h.info.cpus[cpu / 64] |= uint64_t{1} << (cpu % 64);
-  }
+  if (sched_getaffinity(0, sizeof h.info.cpus, &h.info.cpus) != 0) CPU_ZERO(&h.info.cpus);
   h.info.listen = bound;
   gethostname(h.info.hostname, sizeof h.info.hostname - 1);
   if (Status s = sendAll(root.get(), &h, sizeof h, deadline, abort_); !s)

@@ -10,6 +10,8 @@
 // Every step is bounded by the config timeout and stops when the abort flag is raised.
 #pragma once
 
+#include <sched.h>
+
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -30,9 +32,9 @@ struct PeerInfo {
   SockAddr listen;        // this rank's bootstrap listening address
   char hostname[64] = {};
   uint8_t device = 0;     // 1: this process has a device runtime (comm/device.hpp)
-  // The CPUs this process may run on (sched_getaffinity, CPUs 0-1023 as bits): the ranks of a host
-  // outnumber its cores when they outnumber the union of their sets (the wait policy).
-  uint64_t cpus[16] = {};
+  // The CPUs this process may run on (sched_getaffinity): the ranks of a host outnumber its cores
+  // when they outnumber the union of their sets (the wait policy).
+  cpu_set_t cpus{};
 };
 
 // This process's host identity: boot id, hostname and the net/ipc namespaces.

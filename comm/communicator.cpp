@@ -2,8 +2,6 @@
 #include "comm/communicator.hpp"
 
 #include <algorithm>
-#include <bit>
-#include <iterator>
 #include <optional>
 #include <string>
 #include <vector>
@@ -55,19 +53,19 @@ Status Communicator::create(const UniqueIdFields& id, int nranks, int rank, cons
   const std::vector<PeerInfo>& peers = c->bootstrap_->peers();
   bool oneHost = true;
   int localRanks = 0;
-  uint64_t hostCpus[std::size(PeerInfo{}.cpus)] = {};  // the CPUs some rank of this host may use
+  cpu_set_t hostCpus;  // the CPUs some rank of this host may use
+  CPU_ZERO(&hostCpus);
   for (const PeerInfo& p : peers) {
     const bool local = p.hostHash == peers[static_cast<size_t>(rank)].hostHash;
     oneHost = oneHost && local;
     localRanks += local;
-    for (size_t w = 0; local && w < std::size(hostCpus); ++w) hostCpus[w] |= p.cpus[w];
+    if (local) CPU_OR(&hostCpus, &hostCpus, &p.cpus);
   }
   if (c->config_.spinNs < 0) {
     // A rank that spins while it waits holds a core; when the host's ranks outnumber the CPUs they
     // may use (together: ranks pinned to a core each are not oversubscribed) that core may be the
     // one the awaited rank needs, so spin briefly and yield soon.
-    int cores = 0;
-    for (uint64_t w : hostCpus) cores += std::popcount(w);
+    const int cores = CPU_COUNT(&hostCpus);
     c->config_.spinNs = localRanks > std::max(cores, 1) ? 200 : 2'000;
     ZCOLL_INFO(Init, rank, "wait policy: {} ranks on this host, {} cores: spin {} ns", localRanks, cores, c->config_.spinNs);
   }
