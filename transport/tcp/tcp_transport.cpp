@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "algorithms/reduce/host_copy.hpp"
 #include "comm/log.hpp"
 
 namespace zcoll::tcp {
@@ -127,7 +128,7 @@ Status TcpTransport::create(Bootstrap& boot, const Config& config, const std::at
         return std::move(s).withContext("tcp");
     }
     p.send.assign(static_cast<size_t>(t->slots_) * t->chunk_, 0);  // touched now: no fault in a step
-    p.sendBytes.assign(static_cast<size_t>(t->slots_), 0);
+    p.sendHeaders.assign(static_cast<size_t>(t->slots_), FrameHeader{});
     p.recv.assign(static_cast<size_t>(t->slots_) * t->chunk_, 0);
     p.recvBytes.assign(static_cast<size_t>(t->slots_), 0);
     p.arrived.assign(static_cast<size_t>(t->slots_), 0);
@@ -148,18 +149,19 @@ void TcpTransport::markDead(Peer& p) {
 void TcpTransport::flushStream(Peer& p, Stream& st) {
   const uint64_t k = static_cast<uint64_t>(streams_);
   while (st.sendFrame < p.sendHead && !p.dead) {
-    // Up to 4 of this stream's pending frames in one sendmsg: each its 4-byte length (kept apart, so
-    // that the slots stay aligned for the reductions that write them) and its bytes; the first may
-    // be half sent.
+    // Up to 4 of this stream's pending frames in one sendmsg: each its header (kept apart, so that
+    // the slots stay aligned for the reductions that write them) and its bytes; the first may be
+    // half sent.
     iovec iov[8];
     int count = 0;
     for (uint64_t f = st.sendFrame; f < p.sendHead && count + 2 <= 8; f += k) {  // a frame takes <= 2 entries
       const size_t slot = static_cast<size_t>(f % static_cast<uint64_t>(slots_));
       const size_t skip = f == st.sendFrame ? st.sendOffset : 0;
-      if (skip < 4) iov[count++] = iovec{reinterpret_cast<uint8_t*>(&p.sendBytes[slot]) + skip, 4 - skip};
+      if (skip < kFrameHeader)
+        iov[count++] = iovec{reinterpret_cast<uint8_t*>(&p.sendHeaders[slot]) + skip, kFrameHeader - skip};
       uint8_t* data = p.send.data() + slot * chunk_;
-      const size_t into = skip > 4 ? skip - 4 : 0;
-      iov[count++] = iovec{data + into, p.sendBytes[slot] - into};
+      const size_t into = skip > kFrameHeader ? skip - kFrameHeader : 0;
+      iov[count++] = iovec{data + into, p.sendHeaders[slot].bytes - into};
     }
     msghdr msg{};
     msg.msg_iov = iov;
@@ -174,7 +176,7 @@ void TcpTransport::flushStream(Peer& p, Stream& st) {
     size_t left = static_cast<size_t>(sent);
     while (left > 0) {  // retire whole frames, then note how far into the next one it went
       const size_t slot = static_cast<size_t>(st.sendFrame % static_cast<uint64_t>(slots_));
-      const size_t rest = 4 + p.sendBytes[slot] - st.sendOffset;
+      const size_t rest = kFrameHeader + p.sendHeaders[slot].bytes - st.sendOffset;
       if (left < rest) {
         st.sendOffset += left;
         break;
@@ -215,22 +217,23 @@ void TcpTransport::pullStream(Peer& p, Stream& st) {
       const size_t avail = st.bounceTail - st.bounceHead;
       const uint8_t* from = st.bounce.data() + st.bounceHead;
       size_t n;
-      if (st.recvOffset < 4) {
-        n = std::min(4 - st.recvOffset, avail);
+      if (st.recvOffset < kFrameHeader) {
+        n = std::min(kFrameHeader - st.recvOffset, avail);
         std::memcpy(reinterpret_cast<uint8_t*>(&st.header) + st.recvOffset, from, n);
       } else {
-        n = std::min(4 + st.header - st.recvOffset, avail);
-        std::memcpy(p.recv.data() + slot * chunk_ + (st.recvOffset - 4), from, n);
+        n = std::min(kFrameHeader + st.header.bytes - st.recvOffset, avail);
+        copyBytes(p.recv.data() + slot * chunk_ + (st.recvOffset - kFrameHeader), from, n);
       }
       st.recvOffset += n;
       st.bounceHead += n;
-      if (st.recvOffset >= 4 && st.header > chunk_) {  // not our framing: treat the peer as gone
-        ZCOLL_WARN(Coll, rank_, "tcp: a frame of {} bytes exceeds the {}-byte chunk: dropping the connection", st.header, chunk_);
+      if (st.recvOffset >= kFrameHeader && st.header.bytes > chunk_) {  // not our framing: the peer is gone
+        ZCOLL_WARN(Coll, rank_, "tcp: a frame of {} bytes exceeds the {}-byte chunk: dropping the connection",
+                   st.header.bytes, chunk_);
         markDead(p);
         return;
       }
-      if (st.recvOffset >= 4 && st.recvOffset == 4 + st.header) {  // complete (an empty frame has no payload)
-        p.recvBytes[slot] = st.header;
+      if (st.recvOffset >= kFrameHeader && st.recvOffset == kFrameHeader + st.header.bytes) {  // complete
+        p.recvBytes[slot] = st.header.bytes;
         p.arrived[slot] = 1;
         st.recvFrame += k;
         st.recvOffset = 0;
@@ -275,7 +278,7 @@ bool TcpTransport::tryAcquireSend(int peer, SendSlot* slot) {
 
 void TcpTransport::commitSend(int peer, size_t bytes) {
   Peer& p = peers_[static_cast<size_t>(peer)];
-  p.sendBytes[static_cast<size_t>(p.sendHead % static_cast<uint64_t>(slots_))] = static_cast<uint32_t>(bytes);
+  p.sendHeaders[static_cast<size_t>(p.sendHead % static_cast<uint64_t>(slots_))].bytes = static_cast<uint32_t>(bytes);
   if (p.sendDone == p.sendHead && !p.dead) ++pendingPeers_;
   ++p.sendHead;
   flush(p);
