@@ -187,8 +187,9 @@ const Algorithm* AlgorithmSelector::cheapest(const OpArgs& op, std::string* reas
   return best;
 }
 
-Status AlgorithmSelector::select(const OpArgs& op, int nranks, const Algorithm** out) const {
+Status AlgorithmSelector::select(const OpArgs& op, int nranks, const Algorithm** out, bool* forced) const {
   const int coll = static_cast<int>(op.coll);
+  if (forced) *forced = false;
   if (nranks != nranks_) return internalError("selector for {} ranks asked about {}", nranks_, nranks);
   const size_t bytes = opBytes(op.coll, op.count, op.dtype, nranks);
   for (const ResolvedRule& r : rules_) {
@@ -196,6 +197,7 @@ Status AlgorithmSelector::select(const OpArgs& op, int nranks, const Algorithm**
     const Algorithm* a = r.byCollective[coll];
     if (a && a->supportsOn(op, hosts_).isOk()) {
       *out = a;
+      if (forced) *forced = true;
       return Status::ok();
     }
   }

@@ -46,7 +46,8 @@ class AlgorithmSelector {
     model_ = m;
     prepare();
   }
-  Status select(const OpArgs& op, int nranks, const Algorithm** out) const;
+  // *forced (when given): whether a ZCOLL_ALGO rule made the choice.
+  Status select(const OpArgs& op, int nranks, const Algorithm** out, bool* forced = nullptr) const;
   // The automatic choice for `coll` by size, for logs: "ps below 32K, direct below 128K, ring above"
   // (sizes in the benchmark's convention; ZCOLL_ALGO rules are not included).
   std::string describe(Collective coll) const;

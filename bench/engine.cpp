@@ -134,6 +134,7 @@ std::string algorithmFor(zcollComm_t comm, const Args& a, size_t count, int nran
 // so both sides start from the same memory layout.
 // -O shifts the data that many bytes past the page start (a multiple of 4), to measure what
 // glibc's mmap'd malloc (16) or a 64-byte-aligned allocator gives users.
+// --mem-alloc: the host memory comes from zcollMemAlloc (shared with the local ranks: zero copy).
 // --device: the data is device memory; the host memory is then its staging copy, uploaded before
 // the timed loops and downloaded for the check.
 class Buffer {
@@ -141,9 +142,12 @@ class Buffer {
   ~Buffer() {
     if (dev_) rt_->free(dev_);
   }
-  void allocate(size_t dataBytes, size_t offset, DeviceRuntime* rt) {
+  void allocate(size_t dataBytes, size_t offset, DeviceRuntime* rt, bool shared) {
     size_t bytes = ((dataBytes + offset) / 4096 + 1) * 4096;
-    host_.reset(static_cast<unsigned char*>(std::aligned_alloc(4096, bytes)));
+    void* p = nullptr;
+    if (!shared) p = std::aligned_alloc(4096, bytes);
+    else if (zcollMemAlloc(&p, bytes) != zcollSuccess) p = nullptr;
+    host_ = std::unique_ptr<unsigned char, Free>(static_cast<unsigned char*>(p), Free{shared});
     if (host_) std::memset(host_.get(), 0, bytes);
     offset_ = offset;
     bytes_ = bytes;
@@ -159,7 +163,11 @@ class Buffer {
 
  private:
   struct Free {
-    void operator()(unsigned char* p) const { std::free(p); }
+    bool shared;  // from zcollMemAlloc (value-initialised: false)
+    void operator()(unsigned char* p) const {
+      if (shared) zcollMemFree(p);
+      else std::free(p);
+    }
   };
   std::unique_ptr<unsigned char, Free> host_;
   size_t offset_ = 0;
@@ -194,8 +202,8 @@ class Runner {
     size_t maxSend = maxCount, maxRecv = maxCount;
     if (a_.coll == Coll::AllGather || a_.coll == Coll::Gather) maxSend = maxCount / nranks_ + 1;
     if (a_.coll == Coll::ReduceScatter || a_.coll == Coll::Scatter) maxRecv = maxCount / nranks_ + 1;
-    send_.allocate(maxSend * es_, a_.offset, rt_);
-    recv_.allocate(maxRecv * es_, a_.offset, rt_);
+    send_.allocate(maxSend * es_, a_.offset, rt_, a_.memAlloc);
+    recv_.allocate(maxRecv * es_, a_.offset, rt_, a_.memAlloc);
     if (!send_ || !recv_) std::fprintf(stderr, "zcoll-bench: rank %d: cannot allocate buffers\n", rank_);
     return send_ && recv_;
   }
@@ -403,6 +411,8 @@ void printUsage(FILE* f, const char* prog) {
                "  --progress / --no-progress: a progress line on stderr (default: when it is a terminal)\n"
                "  --device: buffers in device memory (CUDA; ZCOLL_DEVICE=emulated without a GPU), each rank's\n"
                "        ops on its own stream, timed to the stream's completion\n"
+               "  --mem-alloc: host buffers from zcollMemAlloc, which the local ranks map: all-reduce runs\n"
+               "        zero-copy from ZCOLL_ZERO_COPY bytes up (default: aligned_alloc, like the anchors)\n"
                "  -p N: start N local ranks here; without -p, join a job started by zcoll-run, torchrun,\n"
                "        mpirun or srun (zcollCommInitFromEnv)\n"
                "  --bind KIND: with -p, pin the ranks as mpirun does: auto (default: a core each unless there are\n"
@@ -435,8 +445,9 @@ bool parseArgs(int argc, char** argv, Args* a, std::string* error) {
       continue;
     }
     if (flag == "--calibrate" || flag == "--csv" || flag == "--progress" || flag == "--no-progress" ||
-        flag == "--device") {
+        flag == "--device" || flag == "--mem-alloc") {
       if (flag == "--calibrate") a->calibrate = true;
+      if (flag == "--mem-alloc") a->memAlloc = true;
       if (flag == "--device") a->device = true;
       if (flag == "--csv") a->csv = true;
       if (flag == "--progress" || flag == "--no-progress") a->progress = flag == "--progress" ? 1 : 0;

@@ -11,6 +11,7 @@
 #include "comm/boundary.hpp"
 #include "comm/handles.hpp"
 #include "comm/log.hpp"
+#include "comm/shared_memory.hpp"
 
 namespace zcoll {
 namespace {
@@ -271,6 +272,17 @@ zcollResult_t zcollCommRegister(const zcollComm_t comm, void* buff, size_t size,
       return invalidArgument("size = {}: beyond the address space", size);
     return c->registerBuffer(buff, size, handle);
   });
+}
+
+zcollResult_t zcollMemAlloc(void** ptr, size_t size) {
+  return apiCall("zcollMemAlloc", [&] {
+    if (!ptr) return invalidArgument("ptr: NULL pointer");
+    return sharedMemAlloc(size, ptr);
+  });
+}
+
+zcollResult_t zcollMemFree(void* ptr) {
+  return apiCall("zcollMemFree", [&] { return sharedMemFree(ptr); });
 }
 
 zcollResult_t zcollCommDeregister(const zcollComm_t comm, void* handle) {

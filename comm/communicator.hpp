@@ -104,7 +104,9 @@ class Communicator {
  private:
   Communicator() = default;
   Status execute(const OpArgs& op);
-  Status execute(const OpArgs& op, const Algorithm& algo);
+  // zeroCopy: a host all-reduce of at least ZCOLL_ZERO_COPY bytes first offers its buffers for the
+  // zero-copy path (algorithms/zcopy_allreduce.hpp); the automatic choice only, never calibration.
+  Status execute(const OpArgs& op, const Algorithm& algo, bool zeroCopy = false);
   // Measures the cost model on the real transport (collective; rank 0's figures win).
   Status calibrate();
   // ZCOLL_CHECK: all-gathers op's signature and compares (collective; comm/check.cpp).

@@ -68,6 +68,8 @@ const std::vector<ConfigVariable>& configVariables() {
        [](const Config& c, L) { return std::to_string(c.yieldNs); }, nullptr},
       {"ZCOLL_STREAM_STORES", "32M", "all-reduce, reduce-scatter, reduce and all-gather on host memory of at least this size (zcoll-bench's size column) write their results around the cache (non-temporal stores); 0 = never (K/M/G suffixes)",
        [](const Config& c, L) { return std::to_string(c.streamBytes); }, nullptr},
+      {"ZCOLL_ZERO_COPY", "1M", "all-reduces of at least this size whose buffers every rank allocated with zcollMemAlloc, on a communicator of one host (shm), run zero-copy: each rank reads its slice of every rank's sendbuff and writes it into every recvbuff in place; 0 = never (K/M/G suffixes)",
+       [](const Config& c, L) { return std::to_string(c.zeroCopyBytes); }, nullptr},
       {"ZCOLL_ALGO", "(automatic)", "force algorithms: NAME, COLL:NAME or COLL:LO-HI:NAME, comma-separated",
        [](const Config& c, L) { return orText(c.algo, "(automatic)"); }, [](A a) { return a.algo != nullptr; }},
       {"ZCOLL_CHECK", "0", "1: before each collective, compare its signature across ranks; a mismatch fails every rank",
@@ -194,6 +196,7 @@ Status buildConfig(const zcollConfig_t* api, Config* out) {
   }
   if (Status s = envPositive("ZCOLL_YIELD_NS", 0, int64_t{1} << 40, false, &c.yieldNs); !s) return s;
   if (Status s = envPositive("ZCOLL_STREAM_STORES", 0, int64_t{1} << 50, true, &c.streamBytes); !s) return s;
+  if (Status s = envPositive("ZCOLL_ZERO_COPY", 0, int64_t{1} << 50, true, &c.zeroCopyBytes); !s) return s;
   envString("ZCOLL_ALGO", &c.algo);
   int64_t check = c.check ? 1 : 0;
   if (Status s = envPositive("ZCOLL_CHECK", 0, 1, false, &check); !s) return s;

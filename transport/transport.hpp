@@ -17,6 +17,7 @@
 #include <string_view>
 
 #include "comm/device.hpp"
+#include "comm/shared_memory.hpp"
 #include "comm/status.hpp"
 
 namespace zcoll {
@@ -86,6 +87,21 @@ class Transport {
     return Status::ok();
   }
   virtual void unregisterMemory(uint64_t id) { (void)id; }
+
+  // Direct access between the processes of one host (zcollMemAlloc memory, comm/shared_memory.hpp):
+  // whether every peer of this transport can map memory this rank exports (shm alone: all peers on
+  // this host, host slots); exportMemory says where [p, p + bytes) is when it is shareable memory;
+  // importMemory maps a peer's exported range here (cached: later calls for the same allocation are
+  // a lookup) and gives its local address, or fails (the caller then copies as usual).
+  virtual bool mapsPeerMemory() const { return false; }
+  virtual bool exportMemory(const void* p, size_t bytes, SharedMemRef* ref) {
+    (void)p, (void)bytes, (void)ref;
+    return false;
+  }
+  virtual Status importMemory(int peer, const SharedMemRef& ref, void** local) {
+    (void)peer, (void)ref, (void)local;
+    return notSupported("this transport cannot map a peer's memory");
+  }
 
   // Moves bytes already committed or arriving, without waiting (network transports; shm needs no
   // help). Called while this rank waits on something else - device work - so transfers overlap it.

@@ -3,8 +3,13 @@
 // the baseline build stays portable and the CPU picks at run time.
 #include "algorithms/reduce/host_reduce_simd.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 namespace zcoll {
 
@@ -85,6 +90,77 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void kernelAvx512(
   body<T, Op, 64>(dst, a, b, n);
 }
 
+// dsts[k][i] = srcs[0][i] OP srcs[1][i] OP ... for every k, the vectors stored around the cache.
+// Every dsts[k] sits at the same offset within a Bytes-byte line (the caller checks) and at a multiple
+// of the element size: a scalar head reaches the line boundary, aligned non-temporal stores follow,
+// a scalar tail ends. The sources stay unaligned.
+template <typename T, typename Op, int Bytes, typename Store>
+ZCOLL_ALWAYS_INLINE void bodyToAll(void* const* dsts, int nd, const void* const* srcs, int ns, size_t n, Store store) {
+  using C = ComputeType<T, Op>;
+  typedef C V __attribute__((vector_size(Bytes)));
+  typedef C VU __attribute__((vector_size(Bytes), aligned(alignof(C)), may_alias));
+  typedef C CU __attribute__((aligned(alignof(C)), may_alias));
+  constexpr size_t L = Bytes / sizeof(C);
+  auto src = [&](int p) { return static_cast<const CU*>(srcs[p]); };
+  auto dst = [&](int k) { return static_cast<CU*>(dsts[k]); };
+  auto scalar = [&](size_t i) {
+    C acc = src(0)[i];
+    for (int p = 1; p < ns; ++p) acc = static_cast<C>(Op::apply(acc, C(src(p)[i])));
+    for (int k = 0; k < nd; ++k) dst(k)[i] = acc;
+  };
+  const size_t misaligned = reinterpret_cast<uintptr_t>(dsts[0]) % Bytes;
+  const size_t head = std::min(n, misaligned ? (Bytes - misaligned) / sizeof(C) : 0);
+  size_t i = 0;
+  for (; i < head; ++i) scalar(i);
+  if (ns == 2 && nd == 2) {  // two ranks: unrolled
+    const CU *x = src(0), *y = src(1);
+    CU *d0 = dst(0), *d1 = dst(1);
+    for (; i + 2 * L <= n; i += 2 * L) {
+      const V r0 = Op::apply(V(*reinterpret_cast<const VU*>(x + i)), V(*reinterpret_cast<const VU*>(y + i)));
+      const V r1 = Op::apply(V(*reinterpret_cast<const VU*>(x + i + L)), V(*reinterpret_cast<const VU*>(y + i + L)));
+      store(d0 + i, r0);
+      store(d1 + i, r0);
+      store(d0 + i + L, r1);
+      store(d1 + i + L, r1);
+    }
+  }
+  for (; i + L <= n; i += L) {
+    V acc = V(*reinterpret_cast<const VU*>(src(0) + i));
+    for (int p = 1; p < ns; ++p) acc = Op::apply(acc, V(*reinterpret_cast<const VU*>(src(p) + i)));
+    for (int k = 0; k < nd; ++k) store(dst(k) + i, acc);
+  }
+  for (; i < n; ++i) scalar(i);
+}
+
+template <typename T, typename Op>
+__attribute__((target("avx2"))) void toAllAvx2(void* const* dsts, int nd, const void* const* srcs, int ns, size_t n) {
+  bodyToAll<T, Op, 32>(dsts, nd, srcs, ns, n, [](void* p, auto v) __attribute__((target("avx2"))) {
+    _mm256_stream_si256(static_cast<__m256i*>(p), reinterpret_cast<const __m256i&>(v));
+  });
+}
+template <typename T, typename Op>
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void toAllAvx512(void* const* dsts, int nd,
+                                                                               const void* const* srcs, int ns,
+                                                                               size_t n) {
+  bodyToAll<T, Op, 64>(dsts, nd, srcs, ns, n,
+                       [](void* p, auto v) __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) {
+                         _mm512_stream_si512(static_cast<__m512i*>(p), reinterpret_cast<const __m512i&>(v));
+                       });
+}
+
+template <typename T>
+ReduceToAllFn toAllForOp(RedOp op, SimdLevel level) {
+  const bool wide = level == SimdLevel::Avx512;
+  switch (op) {
+    case RedOp::Sum: return wide ? &toAllAvx512<T, Sum> : &toAllAvx2<T, Sum>;
+    case RedOp::Prod: return wide ? &toAllAvx512<T, Prod> : &toAllAvx2<T, Prod>;
+    case RedOp::Max: return wide ? &toAllAvx512<T, Max> : &toAllAvx2<T, Max>;
+    case RedOp::Min: return wide ? &toAllAvx512<T, Min> : &toAllAvx2<T, Min>;
+    case RedOp::Avg: return nullptr;  // needs the division: the caller reduces through a block
+  }
+  return nullptr;
+}
+
 template <typename T>
 ReduceFn forOp(RedOp op, SimdLevel level) {
   const bool wide = level == SimdLevel::Avx512;
@@ -128,10 +204,30 @@ ReduceFn nativeSimdReduceFunction(DataType type, RedOp op, SimdLevel level) {
   return nullptr;
 }
 
+ReduceToAllFn streamReduceToAllFunction(DataType type, RedOp op, size_t* lineBytes) {
+  const SimdLevel level = cpuSimdLevel();
+  if (level == SimdLevel::Portable) return nullptr;
+  *lineBytes = level == SimdLevel::Avx512 ? 64 : 32;
+  switch (type) {
+    case DataType::Int8: return toAllForOp<int8_t>(op, level);
+    case DataType::Uint8: return toAllForOp<uint8_t>(op, level);
+    case DataType::Int32: return toAllForOp<int32_t>(op, level);
+    case DataType::Uint32: return toAllForOp<uint32_t>(op, level);
+    case DataType::Int64: return toAllForOp<int64_t>(op, level);
+    case DataType::Uint64: return toAllForOp<uint64_t>(op, level);
+    case DataType::Float32: return toAllForOp<float>(op, level);
+    case DataType::Float64: return toAllForOp<double>(op, level);
+    case DataType::Float16:
+    case DataType::Bfloat16: return nullptr;
+  }
+  return nullptr;
+}
+
 #else
 
 SimdLevel cpuSimdLevel() { return SimdLevel::Portable; }
 ReduceFn nativeSimdReduceFunction(DataType, RedOp, SimdLevel) { return nullptr; }
+ReduceToAllFn streamReduceToAllFunction(DataType, RedOp, size_t*) { return nullptr; }
 
 #endif
 

@@ -21,4 +21,12 @@ const char* simdLevelName(SimdLevel level);
 // build has no such kernels (not x86-64).
 ReduceFn nativeSimdReduceFunction(DataType type, RedOp op, SimdLevel level);
 
+// dsts[k][i] = srcs[0][i] OP ... OP srcs[ns - 1][i] for k < nd and i < n, in one pass, the results
+// stored with non-temporal stores (the zero-copy all-reduce writes every rank's recvbuff at once).
+// Every dsts[k] must lie at the same offset modulo *lineBytes and at a multiple of the element
+// size; the caller fences (storeFence) before publishing. nullptr (use reduceFunction through a
+// block) for Avg, fp16/bf16, or a CPU without AVX2.
+using ReduceToAllFn = void (*)(void* const* dsts, int nd, const void* const* srcs, int ns, size_t n);
+ReduceToAllFn streamReduceToAllFunction(DataType type, RedOp op, size_t* lineBytes);
+
 }  // namespace zcoll

@@ -366,3 +366,26 @@ TEST(BadInputInit, DestroyedCommunicator) {
 }
 
 }  // namespace
+
+// zcollMemAlloc / zcollMemFree: bad arguments are rejected by name; memory of zcollMemAlloc is
+// usable, zero-filled and freed once; an all-reduce on it works on one rank too.
+TEST_F(BadInput, MemAllocAndFree) {
+  expectRejected(zcollMemAlloc(nullptr, 64), zcollInvalidArgument, "ptr", "NULL ptr");
+  void* p = reinterpret_cast<void*>(1);
+  expectRejected(zcollMemAlloc(&p, 0), zcollInvalidArgument, "size", "size 0");
+  expectRejected(zcollMemAlloc(&p, SIZE_MAX), zcollInvalidArgument, "size", "size beyond the address space");
+  expectRejected(zcollMemFree(nullptr), zcollInvalidArgument, "ptr", "NULL ptr");
+  expectRejected(zcollMemFree(buf_), zcollInvalidArgument, "ptr", "not an allocation");
+
+  float* a = nullptr;
+  ASSERT_EQ(zcollMemAlloc(reinterpret_cast<void**>(&a), 3 * sizeof(float)), zcollSuccess) << zcollGetLastError(nullptr);
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a) % 4096, 0u);
+  EXPECT_EQ(a[0] + a[1] + a[2], 0.0f);
+  a[0] = 1, a[1] = 2, a[2] = 3;
+  EXPECT_EQ(zcollAllReduce(a, a, 3, zcollFloat, zcollSum, comm_, nullptr), zcollSuccess);
+  EXPECT_EQ(a[2], 3.0f);
+  expectRejected(zcollMemFree(a + 1), zcollInvalidArgument, "ptr", "inside an allocation");
+  EXPECT_EQ(zcollMemFree(a), zcollSuccess);
+  expectRejected(zcollMemFree(a), zcollInvalidArgument, "ptr", "freed twice");
+}

@@ -8,6 +8,10 @@
  *   rank_prog hang             rank 0 waits in an all-reduce that rank 1 never joins (rank 1 sleeps)
  *   rank_prog loop             4 MiB all-reduces until one fails (a rank is killed from outside); exits
  *                              4 if zcollCommGetAsyncError reports the same error, 6 if not
+ *   rank_prog memalloc         all-reduces on zcollMemAlloc buffers (zero copy): out of place, in place,
+ *                              at an offset into the allocation, with one rank on malloc'd buffers (the
+ *                              copying fallback), and across freed and reallocated buffers (the peers'
+ *                              mappings must not pile up); exit 0 if every element is right
  */
 #include <signal.h>
 #include <stdio.h>
@@ -49,9 +53,68 @@ static int check(zcollComm_t comm, int rank, int n) {
   return wrong ? 1 : 0;
 }
 
+/* sum over ranks of (r + i % 7) at element i, written by every rank as float */
+static int wrongSums(const float* out, int count, int n) {
+  int wrong = 0;
+  for (int i = 0; i < count; i++) wrong += out[i] != (float)(n * (n - 1) / 2 + n * (i % 7));
+  return wrong;
+}
+
+/* Mappings of zcollMemAlloc memory in this process (its own and its peers'). */
+static int memMappings(void) {
+  FILE* f = fopen("/proc/self/maps", "r");
+  char line[512];
+  int count = 0;
+  if (!f) return -1;
+  while (fgets(line, sizeof line, f))
+    if (strstr(line, "/memfd:zcoll-mem")) count++;
+  fclose(f);
+  return count;
+}
+
+static int memalloc(zcollComm_t comm, int rank, int n) {
+  enum { kCount = 300007 }; /* 1.2 MB: above ZCOLL_ZERO_COPY's default */
+  const size_t bytes = sizeof(float) * (kCount + 16);
+  int wrong = 0;
+  for (int round = 0; round < 6; round++) {
+    float *in = NULL, *out = NULL;
+    /* round 3: rank 0 brings malloc'd buffers, so every rank takes the copying path */
+    int shared = !(round == 3 && rank == 0);
+    if (shared) {
+      CHECK(zcollMemAlloc((void**)&in, bytes));
+      CHECK(zcollMemAlloc((void**)&out, bytes));
+    } else {
+      in = malloc(bytes);
+      out = malloc(bytes);
+    }
+    float* src = round == 2 ? in + 16 : in; /* round 2: an offset into the allocation */
+    for (int i = 0; i < kCount; i++) src[i] = (float)(rank + i % 7);
+    CHECK(zcollAllReduce(src, out, kCount, zcollFloat, zcollSum, comm, NULL));
+    wrong += wrongSums(out, kCount, n);
+    CHECK(zcollAllReduce(src, src, kCount, zcollFloat, zcollSum, comm, NULL)); /* in place */
+    wrong += wrongSums(src, kCount, n);
+    if (shared) {
+      CHECK(zcollMemFree(in));
+      CHECK(zcollMemFree(out));
+    } else {
+      free(in);
+      free(out);
+    }
+  }
+  /* Freed allocations must not stay mapped: at most the last round's peers' two buffers each. */
+  int maps = memMappings();
+  if (maps > 2 * (n - 1)) {
+    fprintf(stderr, "rank %d: %d zcollMemAlloc mappings remain after freeing (at most %d expected)\n", rank, maps,
+            2 * (n - 1));
+    wrong++;
+  }
+  if (wrong) fprintf(stderr, "rank %d: %d wrong elements\n", rank, wrong);
+  return wrong ? 1 : 0;
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: rank_prog check | exit-rank K | kill-rank K | hang | loop\n");
+    fprintf(stderr, "usage: rank_prog check | exit-rank K | kill-rank K | hang | loop | memalloc\n");
     return 2;
   }
   zcollComm_t comm = NULL;
@@ -62,6 +125,8 @@ int main(int argc, char** argv) {
   int status = 0;
   if (!strcmp(argv[1], "check")) {
     status = check(comm, rank, n);
+  } else if (!strcmp(argv[1], "memalloc")) {
+    status = memalloc(comm, rank, n);
   } else if (argc > 2 && (!strcmp(argv[1], "exit-rank") || !strcmp(argv[1], "kill-rank"))) {
     int victim = atoi(argv[2]);
     if (rank == victim) {

@@ -143,6 +143,66 @@ TEST(HostReduce, VectorKernelsMatchThePortableOnesBitForBit) {
   }
 }
 
+// The zero-copy all-reduce's one-pass kernel: every destination gets exactly what the portable
+// kernels compute pairwise over the sources (left to right), for 2-4 sources and destinations,
+// every length to 300 and a long one, destinations at each element offset within a line.
+TEST(HostReduce, ReduceToAllMatchesThePortableKernels) {
+  uint64_t seed = 2463534242ull;
+  auto next = [&] {
+    seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
+    return seed;
+  };
+  size_t line = 0;
+  if (!streamReduceToAllFunction(DataType::Float32, RedOp::Sum, &line)) GTEST_SKIP() << "this CPU has no AVX2";
+  EXPECT_EQ(streamReduceToAllFunction(DataType::Float32, RedOp::Avg, &line), nullptr);
+  EXPECT_EQ(streamReduceToAllFunction(DataType::Float16, RedOp::Sum, &line), nullptr);
+  const DataType types[] = {DataType::Int8,   DataType::Uint8,  DataType::Int32,   DataType::Uint32,
+                            DataType::Int64,  DataType::Uint64, DataType::Float32, DataType::Float64};
+  for (DataType t : types) {
+    const size_t es = dataTypeSize(t);
+    for (RedOp op : {RedOp::Sum, RedOp::Prod, RedOp::Max, RedOp::Min}) {
+      ReduceToAllFn toAll = streamReduceToAllFunction(t, op, &line);
+      ReduceFn ref = portableReduceFunction(t, op);
+      ASSERT_NE(toAll, nullptr);
+      for (int ranks = 2; ranks <= 4; ++ranks) {
+        for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{33}, size_t{300}, size_t{4099}}) {
+          for (size_t shift = 0; shift < line; shift += es) {
+            const size_t bytes = n * es + line;
+            std::vector<std::vector<uint8_t>> src(static_cast<size_t>(ranks), std::vector<uint8_t>(bytes));
+            // Destinations share one offset within a line; the sources sit one element off it.
+            std::vector<std::vector<uint8_t>> dst(static_cast<size_t>(ranks), std::vector<uint8_t>(bytes + 64));
+            std::vector<const void*> srcs;
+            std::vector<void*> dsts;
+            for (int k = 0; k < ranks; ++k) {
+              for (auto& v : src[static_cast<size_t>(k)]) v = static_cast<uint8_t>(next());
+              srcs.push_back(src[static_cast<size_t>(k)].data() + es);
+              uint8_t* d = dst[static_cast<size_t>(k)].data();
+              d += (64 - reinterpret_cast<uintptr_t>(d) % 64) % 64 + shift;
+              dsts.push_back(d);
+            }
+            std::vector<uint8_t> want(n * es + 1);
+            ref(want.data(), srcs[0], srcs[1], n);
+            for (int k = 2; k < ranks; ++k) ref(want.data(), want.data(), srcs[static_cast<size_t>(k)], n);
+            toAll(dsts.data(), ranks, srcs.data(), ranks, n);
+            storeFence();
+            for (int k = 0; k < ranks; ++k)
+              for (size_t i = 0; i < n; ++i) {
+                const uint8_t* w = want.data() + i * es;
+                const uint8_t* g = static_cast<const uint8_t*>(dsts[static_cast<size_t>(k)]) + i * es;
+                bool nan = false;
+                if (t == DataType::Float32) { float a, b; std::memcpy(&a, w, 4); std::memcpy(&b, g, 4); nan = a != a && b != b; }
+                if (t == DataType::Float64) { double a, b; std::memcpy(&a, w, 8); std::memcpy(&b, g, 8); nan = a != a && b != b; }
+                if (!nan)
+                  ASSERT_EQ(std::memcmp(w, g, es), 0) << dataTypeName(t) << " " << redOpName(op) << " ranks=" << ranks
+                                                     << " n=" << n << " shift=" << shift << " dst " << k << " i=" << i;
+              }
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(HostReduce, HalfConversions) {
   EXPECT_EQ(bf16ToFloat(floatToBf16(1.5f)), 1.5f);
   EXPECT_EQ(halfToFloat(floatToHalf(-2.25f)), -2.25f);

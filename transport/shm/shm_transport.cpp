@@ -1,10 +1,12 @@
 // shm_transport.cpp - see shm_transport.hpp.
 #include "transport/shm/shm_transport.hpp"
 
+#include <fcntl.h>
 #include <linux/futex.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -151,8 +153,10 @@ Status ShmTransport::create(Bootstrap& boot, const Config& config, const std::at
 
 ShmTransport::~ShmTransport() {
   const size_t bytes = layout_.totalBytes();
-  for (Peer& p : peers_)
+  for (Peer& p : peers_) {
     if (p.segment) ::munmap(p.segment, bytes);
+    dropImports(p);
+  }
   for (void* d : deviceData_)
     if (d) device_->freeShareable(d, deviceMapped_);
 }
@@ -241,6 +245,45 @@ void ShmTransport::forEachSlotRegion(const std::function<void(void*, size_t)>& f
   if (device_) return;  // the slots are device memory already
   for (Peer& p : peers_)
     if (p.segment) fn(p.segment, layout_.totalBytes());
+}
+
+void ShmTransport::dropImports(Peer& p) {
+  for (const Peer::Imported& m : p.imported) ::munmap(m.base, m.bytes);
+  p.imported.clear();
+}
+
+Status ShmTransport::importMemory(int peer, const SharedMemRef& ref, void** local) {
+  if (peer < 0 || static_cast<size_t>(peer) >= peers_.size() || !peers_[static_cast<size_t>(peer)].header)
+    return invalidArgument("shm: rank {} is not a peer of this transport", peer);
+  Peer& p = peers_[static_cast<size_t>(peer)];
+  if (ref.offset > ref.allocBytes || ref.bytes > ref.allocBytes - ref.offset)
+    return remoteError("shm: rank {} named bytes [{}, +{}) of a {}-byte allocation", peer, ref.offset, ref.bytes,
+                       ref.allocBytes);
+  if (ref.freeGeneration != p.importGeneration) {  // it freed something since: maybe what we map
+    dropImports(p);
+    p.importGeneration = ref.freeGeneration;
+  }
+  for (const Peer::Imported& m : p.imported)
+    if (m.id == ref.id) {
+      *local = m.base + ref.offset;
+      return Status::ok();
+    }
+  if (ref.pid != p.header->pid)
+    return notSupported("shm: rank {} exports memory as pid {}, its segment says pid {}", peer, ref.pid, p.header->pid);
+  const std::string path = fmt::format("/proc/{}/fd/{}", ref.pid, ref.fd);
+  Fd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
+  if (!fd.valid()) return systemError(fmt::format("shm: opening rank {}'s allocation ({})", peer, path), errno);
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return systemError("shm: fstat of a peer's allocation", errno);
+  if (static_cast<uint64_t>(st.st_dev) != ref.dev || static_cast<uint64_t>(st.st_ino) != ref.ino ||
+      static_cast<uint64_t>(st.st_size) < ref.allocBytes)
+    return notSupported("shm: {} is not the allocation rank {} named (another PID namespace?)", path, peer);
+  void* m = ::mmap(nullptr, ref.allocBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd.get(), 0);
+  if (m == MAP_FAILED)
+    return systemError(fmt::format("shm: mapping rank {}'s {}-byte allocation", peer, ref.allocBytes), errno);
+  p.imported.push_back(Peer::Imported{ref.id, static_cast<uint8_t*>(m), ref.allocBytes});
+  *local = static_cast<uint8_t*>(m) + ref.offset;
+  return Status::ok();
 }
 
 void ShmTransport::wake() {

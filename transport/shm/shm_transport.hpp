@@ -54,6 +54,15 @@ class ShmTransport final : public Transport {
   bool peerExited(int peer) override { return watch_.exited(peer); }
   int pollFd() const override { return wakeFd_.get(); }
   void forEachSlotRegion(const std::function<void(void*, size_t)>& fn) override;
+  // zcollMemAlloc memory: host FIFOs only (cuda_ipc's ranks share device memory instead). A peer's
+  // allocation is opened through /proc/<pid>/fd/<fd> (same user: no ptrace attach needed), checked
+  // to be the memfd the peer named (device and inode), mapped whole and cached until the peer frees
+  // any allocation (its free generation changes) or this transport ends.
+  bool mapsPeerMemory() const override { return device_ == nullptr; }
+  bool exportMemory(const void* p, size_t bytes, SharedMemRef* ref) override {
+    return mapsPeerMemory() && sharedMemFind(p, bytes, ref);
+  }
+  Status importMemory(int peer, const SharedMemRef& ref, void** local) override;
 
  private:
   struct Peer {
@@ -67,7 +76,16 @@ class ShmTransport final : public Transport {
     uint64_t cachedTail = 0;        // the peer's tail as last read
     uint64_t recvTail = 0;          // chunks I released from the peer
     Fd wakeFd;                      // the peer's wake eventfd (mixed communicators)
+    // The peer's zcollMemAlloc allocations mapped here, valid while its free generation is this.
+    struct Imported {
+      uint64_t id;
+      uint8_t* base;
+      size_t bytes;
+    };
+    std::vector<Imported> imported;
+    uint64_t importGeneration = 0;
   };
+  static void dropImports(Peer& p);
 
   ShmTransport() = default;
   static void ring(const Peer& p);
