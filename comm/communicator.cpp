@@ -9,7 +9,7 @@
 #include <fmt/ranges.h>
 
 #include "algorithms/registry.hpp"
-#include "algorithms/zcopy_allreduce.hpp"
+#include "algorithms/zcopy.hpp"
 #include "comm/log.hpp"
 #include "comm/transport_choice.hpp"
 #include "transport/wait.hpp"
@@ -245,16 +245,14 @@ Status Communicator::execute(const OpArgs& op, const Algorithm& algoRef, bool ze
   // decide the same from the offers they exchange), else the selected algorithm.
   bool ranZeroCopy = false;
   Status s;
-  if (zeroCopy && !dev && op.coll == Collective::AllReduce && nranks_ > 1 && config_.zeroCopyBytes > 0 &&
+  if (zeroCopy && !dev && zeroCopyServes(op.coll) && nranks_ > 1 && config_.zeroCopyBytes > 0 &&
       transport->mapsPeerMemory() &&
-      opBytes(op.coll, op.count, op.dtype, nranks_) >= static_cast<size_t>(config_.zeroCopyBytes))
-  {
-    // Its results go around the cache once all ranks' buffers together outgrow it (2 ranks: 4
-    // buffers of 8 MiB; measured 0.57x the time of cached stores there, 1.9x at 4 MiB).
+      opBytes(op.coll, op.count, op.dtype, nranks_) >= static_cast<size_t>(config_.zeroCopyBytes)) {
+    // Its stores go around the cache once all ranks' buffers together outgrow it (2-rank
+    // all-reduce: 4 buffers of 8 MiB; measured 0.57x the time of cached stores there, 1.9x at 4 MiB).
     AlgoContext zctx = ctx;
-    zctx.streamStores = config_.streamBytes > 0 && 2 * static_cast<size_t>(nranks_) * opBytes(op.coll, op.count, op.dtype, nranks_) >=
-                                                      static_cast<size_t>(config_.streamBytes);
-    s = zeroCopyAllReduce(op, zctx, &ranZeroCopy);
+    zctx.streamStores = config_.streamBytes > 0 && zeroCopyFootprint(op, nranks_) >= static_cast<size_t>(config_.streamBytes);
+    s = zeroCopyCollective(op, zctx, &ranZeroCopy);
   }
   const std::string_view algoName = ranZeroCopy ? kZeroCopyName : algo->name();
   if (s && !ranZeroCopy) s = algo->run(op, ctx);

@@ -3,7 +3,7 @@
 // Each allocation is its own memfd, mapped shared here and kept open, so that a peer process can
 // open it through /proc/<pid>/fd/<fd> and map the same pages (the shm transport's importMemory):
 // collectives on such buffers then read the peers' inputs and write their results in place,
-// without the two copies through the transport's slots (algorithms/zcopy_allreduce.cpp).
+// without the two copies through the transport's slots (algorithms/zcopy.hpp).
 // A process-wide registry finds the allocation holding an address; it is touched once per
 // operation, never per chunk.
 #pragma once

@@ -23,7 +23,11 @@ using Clock = std::chrono::steady_clock;
 HostBuffer::HostBuffer(size_t bytes, bool pin) {
   if (bytes == 0) return;
   const size_t rounded = (bytes + 63) / 64 * 64;
-  data_ = static_cast<std::byte*>(std::aligned_alloc(64, rounded));
+  // zcollMemAlloc first: the local ranks' collectives on it run zero copy; plain memory if refused.
+  void* p = nullptr;
+  shared_ = zcollMemAlloc(&p, rounded) == zcollSuccess;
+  if (!shared_) p = std::aligned_alloc(64, rounded);
+  data_ = static_cast<std::byte*>(p);
   if (!data_) return;
   std::memset(data_, 0, rounded);  // zeroed, and touched now: no page fault in a step
   bytes_ = bytes;
@@ -33,7 +37,8 @@ HostBuffer::HostBuffer(size_t bytes, bool pin) {
 HostBuffer::~HostBuffer() {
   if (!data_) return;
   if (pinned_) munlock(data_, (bytes_ + 63) / 64 * 64);
-  std::free(data_);
+  if (shared_) zcollMemFree(data_);
+  else std::free(data_);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -28,7 +28,9 @@
 namespace zcoll::zero {
 
 // Zeroed, 64-byte aligned host memory; `pin` locks it in RAM (best effort: without the privilege it
-// stays pageable and the engine logs it once).
+// stays pageable and the engine logs it once). From zcollMemAlloc where it can: gradient buckets,
+// shards and the parameters all-gathered from them are then reduced and gathered zero-copy between
+// the ranks of one host (algorithms/zcopy.hpp).
 class HostBuffer {
  public:
   HostBuffer() = default;
@@ -49,10 +51,12 @@ class HostBuffer {
     std::swap(data_, o.data_);
     std::swap(bytes_, o.bytes_);
     std::swap(pinned_, o.pinned_);
+    std::swap(shared_, o.shared_);
   }
   std::byte* data_ = nullptr;
   size_t bytes_ = 0;
   bool pinned_ = false;
+  bool shared_ = false;  // from zcollMemAlloc
 };
 
 class EngineImpl final : public Engine {

@@ -209,11 +209,11 @@ zcollResult_t zcollCommUserRank(const zcollComm_t comm, int* rank);
 zcollResult_t zcollCommRegister(const zcollComm_t comm, void* buff, size_t size, void** handle);
 
 /** Allocates size bytes of host memory that the other processes of this host can map (ncclMemAlloc's
- *  counterpart for host buffers): page-aligned, zero-filled, backed by its own memfd. An all-reduce
- *  whose sendbuff and recvbuff lie in such memory on every rank of a one-host communicator runs
- *  zero-copy from ZCOLL_ZERO_COPY bytes up (default 1 MiB): each rank reads its slice of every
- *  rank's sendbuff and writes the result into every rank's recvbuff in place, instead of moving the
- *  data twice through shared-memory slots. Other buffers and other communicators work as usual.
+ *  counterpart for host buffers): page-aligned, zero-filled, backed by its own memfd. On a one-host
+ *  communicator, an all-reduce whose sendbuff and recvbuff lie in such memory on every rank, and a
+ *  reduce-scatter or all-gather whose sendbuff does, run zero-copy from ZCOLL_ZERO_COPY bytes up
+ *  (default 1 MiB): the ranks read each other's buffers in place instead of moving the data twice
+ *  through shared-memory slots. Other buffers and other communicators work as usual.
  *  Errors: NULL ptr, size 0 (zcollInvalidArgument); the system refusing (zcollSystemError). */
 zcollResult_t zcollMemAlloc(void** ptr, size_t size);
 

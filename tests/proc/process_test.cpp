@@ -123,9 +123,10 @@ TEST_F(Process, ZcollBenchEveryTypeAndOp) {
   EXPECT_NE(bad.out.find("bad value 'complex64' for -d"), std::string::npos) << bad.out;
 }
 
-// zcollMemAlloc buffers: all-reduce runs zero copy (the trace says so) and is right element by
-// element for every type x op, in and out of place, at 2-4 ranks, on both sides of the threshold;
-// rank_prog memalloc adds offsets, a rank on malloc'd buffers (the fallback) and freed buffers.
+// zcollMemAlloc buffers: all-reduce, reduce-scatter and all-gather run zero copy (the trace says so)
+// and are right element by element for every type x op, in and out of place, on both sides of the
+// thresholds; rank_prog memalloc adds 2-4 ranks, offsets, a rank on malloc'd buffers (the
+// fallback) and freed buffers.
 TEST_F(Process, ZeroCopyAllReduceOnMemAllocBuffers) {
   auto count = [](const std::string& out, const std::string& what) {
     size_t n = 0;
@@ -136,19 +137,25 @@ TEST_F(Process, ZeroCopyAllReduceOnMemAllocBuffers) {
     Result r = runCommand("ZCOLL_DEBUG=TRACE ZCOLL_DEBUG_SUBSYS=coll " + run_ + " -n " + std::to_string(n) + " " +
                           prog_ + " memalloc");
     EXPECT_EQ(r.status, 0) << r.out;
-    // 5 of the 6 rounds x 2 all-reduces run zero copy on every rank (round 3 falls back).
-    EXPECT_EQ(count(r.out, "zero copy over"), static_cast<size_t>(10 * n)) << r.out;
+    // 5 of the 6 rounds x 4 collectives run zero copy on every rank (round 3 falls back).
+    EXPECT_EQ(count(r.out, "zero copy over"), static_cast<size_t>(20 * n)) << r.out;
     EXPECT_EQ(r.out.find("zero copy off"), std::string::npos) << r.out;
   }
   // ZCOLL_STREAM_STORES=1K: the one-pass kernel with non-temporal stores, else through a block.
-  for (const char* stream : {"", "ZCOLL_STREAM_STORES=1K "})
-    for (const char* inplace : {"0", "1"}) {
-      Result r = runCommand(std::string(stream) + "ZCOLL_ZERO_COPY=64 " + bench_ +
-                            " allreduce -p 3 --mem-alloc -d all -o all -b 8 -e 256K -f 64 -n 2 -w 1 -R 1 -I " + inplace);
-      EXPECT_EQ(r.status, 0) << r.out;
-      EXPECT_EQ(count(r.out, "# Out of bounds values : 0 OK"), 50u) << stream << r.out;
-      EXPECT_NE(r.out.find("buffers: zcollMemAlloc"), std::string::npos) << r.out;
-    }
+  for (const char* coll : {"allreduce", "reducescatter", "allgather"})
+    for (const char* stream : {"", "ZCOLL_STREAM_STORES=1K "})
+      for (const char* inplace : {"0", "1"}) {
+        std::string cmd = stream;
+        cmd += "ZCOLL_ZERO_COPY=64 ZCOLL_DEBUG=TRACE ZCOLL_DEBUG_SUBSYS=coll " + bench_;
+        cmd += std::string(" ") + coll + " -p 3 --mem-alloc -d all -o all -b 8 -e 256K -f 64 -n 2 -w 1 -R 1 -I ";
+        cmd += inplace;
+        Result r = runCommand(cmd);
+        EXPECT_EQ(r.status, 0) << r.out;
+        const size_t tables = std::string(coll) == "allgather" ? 10u : 50u;  // types (x ops)
+        EXPECT_EQ(count(r.out, "# Out of bounds values : 0 OK"), tables) << coll << " " << stream << r.out;
+        EXPECT_GT(count(r.out, "zero copy over"), 10 * tables) << coll << " " << stream;
+        EXPECT_NE(r.out.find("buffers: zcollMemAlloc"), std::string::npos) << r.out;
+      }
   Result r = runCommand(bench_ + " allreduce -p 2 --mem-alloc -b 8 -e 8M -f 8 -n 3 -w 1 -R 1");
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("# wrong total: 0"), std::string::npos) << r.out;

@@ -8,7 +8,8 @@
  *   rank_prog hang             rank 0 waits in an all-reduce that rank 1 never joins (rank 1 sleeps)
  *   rank_prog loop             4 MiB all-reduces until one fails (a rank is killed from outside); exits
  *                              4 if zcollCommGetAsyncError reports the same error, 6 if not
- *   rank_prog memalloc         all-reduces on zcollMemAlloc buffers (zero copy): out of place, in place,
+ *   rank_prog memalloc         all-reduces, all-gathers and reduce-scatters on zcollMemAlloc buffers (zero
+ *                              copy): out of place, in place,
  *                              at an offset into the allocation, with one rank on malloc'd buffers (the
  *                              copying fallback), and across freed and reallocated buffers (the peers'
  *                              mappings must not pile up); exit 0 if every element is right
@@ -73,8 +74,8 @@ static int memMappings(void) {
 }
 
 static int memalloc(zcollComm_t comm, int rank, int n) {
-  enum { kCount = 300007 }; /* 1.2 MB: above ZCOLL_ZERO_COPY's default */
-  const size_t bytes = sizeof(float) * (kCount + 16);
+  enum { kCount = 300007 }; /* 1.2 MB per rank: above ZCOLL_ZERO_COPY's default */
+  const size_t bytes = sizeof(float) * ((size_t)kCount * (size_t)n + 16); /* all-gather's and reduce-scatter's too */
   int wrong = 0;
   for (int round = 0; round < 6; round++) {
     float *in = NULL, *out = NULL;
@@ -93,6 +94,15 @@ static int memalloc(zcollComm_t comm, int rank, int n) {
     wrong += wrongSums(out, kCount, n);
     CHECK(zcollAllReduce(src, src, kCount, zcollFloat, zcollSum, comm, NULL)); /* in place */
     wrong += wrongSums(src, kCount, n);
+    /* all-gather: block r holds rank r's (r + i % 7); reduce-scatter of n such blocks: the sums */
+    for (int i = 0; i < kCount; i++) src[i] = (float)(rank + i % 7);
+    CHECK(zcollAllGather(src, out, kCount, zcollFloat, comm, NULL));
+    for (int r = 0; r < n; r++)
+      for (int i = 0; i < kCount; i++) wrong += out[(size_t)r * kCount + i] != (float)(r + i % 7);
+    for (int r = 0; r < n; r++)
+      for (int i = 0; i < kCount; i++) src[(size_t)r * kCount + i] = (float)(rank + i % 7);
+    CHECK(zcollReduceScatter(src, out, kCount, zcollFloat, zcollSum, comm, NULL));
+    wrong += wrongSums(out, kCount, n);
     if (shared) {
       CHECK(zcollMemFree(in));
       CHECK(zcollMemFree(out));

@@ -77,6 +77,26 @@ TEST_F(ZeroTrain, StageThreeWithOffloadPrintsStageZerosCurve) {
   for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 1e-5 * a[i]) << "step " << i + 1;
 }
 
+// The engine's buffers come from zcollMemAlloc: with the zero-copy threshold lowered to the model's
+// small buckets, its reduce-scatters, all-reduces and all-gathers run zero copy (the trace counts
+// them) and train the same curve as the copying path.
+TEST_F(ZeroTrain, ZeroCopyTrainsTheCopyingPathsCurve) {
+  for (const char* stage : {"1", "3"}) {
+    const std::string cfg = writeConfig(std::string("zc") + stage, std::string("\"stage\": ") + stage);
+    const Output copying = shell("ZCOLL_ZERO_COPY=0 " + run_ + " -n 3 " + train_ + " --config " + cfg +
+                                 " --layers 3 --hidden 64 --input 32 --output 16 --steps 20");
+    ASSERT_EQ(copying.status, 0) << copying.out;
+    const Output zero = shell("ZCOLL_ZERO_COPY=64 ZCOLL_DEBUG=TRACE ZCOLL_DEBUG_SUBSYS=coll " + run_ + " -n 3 " + train_ +
+                              " --config " + cfg + " --layers 3 --hidden 64 --input 32 --output 16 --steps 20");
+    ASSERT_EQ(zero.status, 0) << zero.out;
+    EXPECT_NE(zero.out.find("zero copy over 3 ranks"), std::string::npos) << "stage " << stage;
+    const std::vector<double> a = losses(copying.out), b = losses(zero.out);
+    ASSERT_EQ(a.size(), 20u) << copying.out;
+    ASSERT_EQ(b.size(), 20u) << zero.out;
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 1e-5 * a[i]) << "stage " << stage << " step " << i + 1;
+  }
+}
+
 TEST_F(ZeroTrain, ASavedRunResumesOnAnotherRankCount) {
   const std::string cfg = writeConfig("s2", "\"stage\": 2");
   const Output first = train(4, cfg, "--steps 5 --save " + dir_ + "/ckpt");

@@ -1,0 +1,208 @@
+// zcopy.cpp - see zcopy.hpp.
+#include "algorithms/zcopy.hpp"
+
+#include <cerrno>
+#include <cstring>
+
+#include "algorithms/patterns/ring.hpp"
+#include "algorithms/primitives.hpp"
+#include "algorithms/reduce/host_reduce_simd.hpp"
+#include "comm/log.hpp"
+
+namespace zcoll {
+namespace {
+
+constexpr uint32_t kOfferMagic = 0x7a63704fu;  // "zcpO"
+
+// Round 1's message: the op's signature (a check that the ranks run the same collective) and this
+// rank's buffers, when it can offer them.
+struct Offer {
+  uint32_t magic = kOfferMagic;
+  uint32_t shared = 0;  // 1: the references below are valid
+  uint64_t count = 0;
+  int32_t coll = 0;
+  int32_t dtype = 0;
+  int32_t op = 0;
+  int32_t reserved = 0;
+  SharedMemRef send, recv;  // recv only for all-reduce (the others write their own recvbuff only)
+};
+
+struct BufferBytes {
+  size_t send, recv;
+};
+BufferBytes bufferBytes(const OpArgs& op, int n) {
+  const size_t b = op.count * dataTypeSize(op.dtype), all = b * static_cast<size_t>(n);
+  if (op.coll == Collective::AllGather) return {b, all};
+  if (op.coll == Collective::ReduceScatter) return {all, b};
+  return {b, b};
+}
+
+// Sends `bytes` of `data` to every peer, then receives `bytes` from every peer into
+// out + peer * bytes: one chunk at a time, in the same order on every rank (any FIFO depth suffices).
+Status exchange(Primitives& prims, AlgoContext& ctx, const void* data, size_t bytes, uint8_t* out) {
+  const int n = ctx.nranks, r = ctx.rank;
+  const size_t chunk = prims.chunkElems();
+  auto* in = static_cast<const uint8_t*>(data);
+  for (size_t off = 0; off < bytes; off += chunk) {
+    const size_t len = std::min(chunk, bytes - off);
+    for (int k = 1; k < n; ++k)
+      if (Status s = prims.send(patterns::mod(r + k, n), in + off, len); !s) return s;
+    for (int k = 1; k < n; ++k) {
+      const int peer = patterns::mod(r - k, n);
+      if (Status s = prims.recv(peer, out + bytes * static_cast<size_t>(peer) + off, len); !s) return s;
+    }
+  }
+  return Status::ok();
+}
+
+// dsts[k][0, bytes) = OP over p of srcs[p][0, bytes), for k < nd: out of cache in one pass with
+// non-temporal stores (every destination at the same offset within a line, as buffers of one
+// layout are), else through a block in L1.
+void reduceInto(const OpArgs& op, const AlgoContext& ctx, const uint8_t* const* srcs, int ns, uint8_t* const* dsts,
+                int nd, size_t bytes) {
+  const size_t es = dataTypeSize(op.dtype);
+  if (bytes == 0) return;
+  size_t line = 0;
+  const ReduceToAllFn toAll = ctx.streamStores ? streamReduceToAllFunction(op.dtype, op.op, &line) : nullptr;
+  bool oneLayout = toAll != nullptr;
+  for (int k = 0; k < nd && oneLayout; ++k) {
+    const auto at = reinterpret_cast<uintptr_t>(dsts[k]);
+    oneLayout = at % es == 0 && at % line == reinterpret_cast<uintptr_t>(dsts[0]) % line;
+  }
+  if (oneLayout) {
+    toAll(reinterpret_cast<void* const*>(dsts), nd, reinterpret_cast<const void* const*>(srcs), ns, bytes / es);
+    return;
+  }
+  const ReduceFn reduce = reduceFunction(op.dtype, op.op);
+  const FinalizeFn finalize = finalizeFunction(op.dtype, op.op);
+  const int divisor = ctx.avgDivisor > 0 ? ctx.avgDivisor : ctx.nranks;
+  constexpr size_t kBlockBytes = 16384;  // in L1 between the reduction and the stores
+  alignas(64) uint8_t block[kBlockBytes];
+  const size_t step = kBlockBytes / es * es;
+  for (size_t off = 0; off < bytes; off += step) {
+    const size_t len = std::min(step, bytes - off), k = len / es;
+    reduce(block, srcs[0] + off, srcs[1] + off, k);
+    for (int p = 2; p < ns; ++p) reduce(block, block, srcs[p] + off, k);
+    if (finalize) finalize(block, k, divisor);
+    for (int d = 0; d < nd; ++d) {
+      if (ctx.streamStores) streamBytes(dsts[d] + off, block, len, false);
+      else copyBytes(dsts[d] + off, block, len);
+    }
+  }
+}
+
+}  // namespace
+
+bool zeroCopyServes(Collective coll) {
+  return coll == Collective::AllReduce || coll == Collective::AllGather || coll == Collective::ReduceScatter;
+}
+
+size_t zeroCopyFootprint(const OpArgs& op, int nranks) {
+  const BufferBytes b = bufferBytes(op, nranks);
+  return (b.send + b.recv) * static_cast<size_t>(nranks);
+}
+
+Status zeroCopyCollective(const OpArgs& op, AlgoContext& ctx, bool* ran) {
+  *ran = false;
+  const int n = ctx.nranks, r = ctx.rank;
+  Transport* t = ctx.transport;
+  const std::string_view coll = collectiveName(op.coll);
+  const BufferBytes bytes = bufferBytes(op, n);
+  const bool pushes = op.coll == Collective::AllReduce;  // writes into the peers' recvbuffs
+  OpArgs ctrl = op;  // the messages of the three rounds are bytes
+  ctrl.dtype = DataType::Uint8;
+  Primitives prims(ctrl, ctx, kZeroCopyName);
+
+  // Per-op arrays in the communicator's scratch (no allocation per call): the offers received, every
+  // rank's buffers as mapped here, source and destination pointers, the votes.
+  const size_t nn = static_cast<size_t>(n);
+  auto* offers = static_cast<Offer*>(ctx.scratch->get(nn * (sizeof(Offer) + 4 * sizeof(void*) + 1)));
+  if (!offers) return systemError(fmt::format("{} #{} ({}): scratch memory", coll, op.seq, kZeroCopyName), ENOMEM);
+  auto** recvs = reinterpret_cast<uint8_t**>(offers + nn);
+  auto** dsts = recvs + nn;
+  auto** sends = reinterpret_cast<const uint8_t**>(static_cast<void*>(dsts + nn));
+  auto** srcs = sends + nn;
+  auto* votes = reinterpret_cast<uint8_t*>(srcs + nn);
+
+  Offer mine;
+  mine.count = op.count;
+  mine.coll = static_cast<int32_t>(op.coll);
+  mine.dtype = static_cast<int32_t>(op.dtype);
+  mine.op = static_cast<int32_t>(op.op);
+  mine.shared = t->exportMemory(op.sendbuf, bytes.send, &mine.send) &&
+                (!pushes || t->exportMemory(op.recvbuf, bytes.recv, &mine.recv));
+  if (Status s = exchange(prims, ctx, &mine, sizeof mine, reinterpret_cast<uint8_t*>(offers)); !s) return s;
+  bool all = mine.shared != 0;
+  for (int p = 0; p < n; ++p) {
+    if (p == r) continue;
+    const Offer& o = offers[p];
+    if (o.magic != kOfferMagic || o.count != mine.count || o.coll != mine.coll || o.dtype != mine.dtype ||
+        o.op != mine.op)
+      return remoteError("{} #{} ({}): rank {} runs another collective than rank {} (count {} vs {}): the ranks are "
+                         "not running the same collective",
+                         coll, op.seq, kZeroCopyName, p, r, o.count, mine.count);
+    all = all && o.shared != 0;
+  }
+  if (!all) return Status::ok();  // every rank saw the same offers: all fall back
+
+  // Every rank offered: map the peers' buffers, then agree that everyone could.
+  sends[r] = static_cast<const uint8_t*>(op.sendbuf);
+  recvs[r] = static_cast<uint8_t*>(op.recvbuf);
+  uint8_t mapped = 1;
+  for (int p = 0; p < n && mapped; ++p) {
+    if (p == r) continue;
+    void *s = nullptr, *d = nullptr;
+    Status a = t->importMemory(p, offers[p].send, &s);
+    Status b = a && pushes ? t->importMemory(p, offers[p].recv, &d) : Status::ok();
+    if (!a || !b) {
+      ZCOLL_WARN(Coll, r, "{} #{}: zero copy off for this op: {}", coll, op.seq, (!a ? a : b).message());
+      mapped = 0;
+      break;
+    }
+    sends[p] = static_cast<const uint8_t*>(s);
+    recvs[p] = static_cast<uint8_t*>(d);
+  }
+  if (Status s = exchange(prims, ctx, &mapped, 1, votes); !s) return s;
+  for (int p = 0; p < n; ++p)
+    if (p != r && !votes[p]) mapped = 0;
+  if (!mapped) return Status::ok();
+
+  const size_t es = dataTypeSize(op.dtype), block = op.count * es;
+  auto* recv = static_cast<uint8_t*>(op.recvbuf);
+  if (op.coll == Collective::AllReduce) {
+    // Slice r of every sendbuff into slice r of every recvbuff. In place is safe: each block of the
+    // slice is read from every buffer before it is written, and no other rank touches the slice.
+    const patterns::BlockPartition slices{op.count, n};
+    const size_t begin = slices.offset(r) * es, len = slices.size(r) * es;
+    for (int p = 0; p < n; ++p) {
+      srcs[p] = sends[p] + begin;
+      dsts[p] = recvs[p] + begin;
+    }
+    reduceInto(op, ctx, srcs, n, dsts, n, len);
+  } else if (op.coll == Collective::ReduceScatter) {
+    // Block r of every sendbuff into this rank's recvbuff (in place: recvbuff is block r of its own
+    // sendbuff, read before written block by block).
+    for (int p = 0; p < n; ++p) srcs[p] = sends[p] + static_cast<size_t>(r) * block;
+    dsts[0] = recv;
+    reduceInto(op, ctx, srcs, n, dsts, 1, block);
+  } else {
+    // Every sendbuff into its block of this rank's recvbuff, starting after its own (the ranks read
+    // different peers at once). In place, the own block is there already.
+    for (int k = 0; k < n; ++k) {
+      const int p = patterns::mod(r + 1 + k, n);
+      uint8_t* d = recv + static_cast<size_t>(p) * block;
+      if (d == sends[p]) continue;
+      if (ctx.streamStores) streamBytes(d, sends[p], block, false);
+      else copyBytes(d, sends[p], block);
+    }
+  }
+  storeFence();
+  // Done: nobody returns while a peer still reads its sendbuff or writes its recvbuff.
+  const uint8_t done = 1;
+  if (Status s = exchange(prims, ctx, &done, 1, votes); !s) return s;
+  ZCOLL_TRACE(Coll, r, "{} #{}: zero copy over {} ranks' zcollMemAlloc buffers", coll, op.seq, n);
+  *ran = true;
+  return Status::ok();
+}
+
+}  // namespace zcoll
