@@ -23,7 +23,7 @@ struct Offer {
   int32_t coll = 0;
   int32_t dtype = 0;
   int32_t op = 0;
-  int32_t reserved = 0;
+  int32_t root = 0;
   SharedMemRef send, recv;  // recv only for all-reduce (the others write their own recvbuff only)
 };
 
@@ -34,7 +34,7 @@ BufferBytes bufferBytes(const OpArgs& op, int n) {
   const size_t b = op.count * dataTypeSize(op.dtype), all = b * static_cast<size_t>(n);
   if (op.coll == Collective::AllGather) return {b, all};
   if (op.coll == Collective::ReduceScatter) return {all, b};
-  return {b, b};
+  return {b, b};  // all-reduce; broadcast (the root's sendbuff, every rank's recvbuff)
 }
 
 // Sends `bytes` of `data` to every peer, then receives `bytes` from every peer into
@@ -94,7 +94,8 @@ void reduceInto(const OpArgs& op, const AlgoContext& ctx, const uint8_t* const* 
 }  // namespace
 
 bool zeroCopyServes(Collective coll) {
-  return coll == Collective::AllReduce || coll == Collective::AllGather || coll == Collective::ReduceScatter;
+  return coll == Collective::AllReduce || coll == Collective::AllGather || coll == Collective::ReduceScatter ||
+         coll == Collective::Broadcast;
 }
 
 size_t zeroCopyFootprint(const OpArgs& op, int nranks) {
@@ -129,15 +130,19 @@ Status zeroCopyCollective(const OpArgs& op, AlgoContext& ctx, bool* ran) {
   mine.coll = static_cast<int32_t>(op.coll);
   mine.dtype = static_cast<int32_t>(op.dtype);
   mine.op = static_cast<int32_t>(op.op);
-  mine.shared = t->exportMemory(op.sendbuf, bytes.send, &mine.send) &&
-                (!pushes || t->exportMemory(op.recvbuf, bytes.recv, &mine.recv));
+  mine.root = op.root;
+  // Broadcast needs only the root's buffer: the others offer "shared" with nothing in it.
+  const bool bcast = op.coll == Collective::Broadcast;
+  if (bcast && r != op.root) mine.shared = 1;
+  else mine.shared = t->exportMemory(op.sendbuf, bytes.send, &mine.send) &&
+                     (!pushes || t->exportMemory(op.recvbuf, bytes.recv, &mine.recv));
   if (Status s = exchange(prims, ctx, &mine, sizeof mine, reinterpret_cast<uint8_t*>(offers)); !s) return s;
   bool all = mine.shared != 0;
   for (int p = 0; p < n; ++p) {
     if (p == r) continue;
     const Offer& o = offers[p];
     if (o.magic != kOfferMagic || o.count != mine.count || o.coll != mine.coll || o.dtype != mine.dtype ||
-        o.op != mine.op)
+        o.op != mine.op || o.root != mine.root)
       return remoteError("{} #{} ({}): rank {} runs another collective than rank {} (count {} vs {}): the ranks are "
                          "not running the same collective",
                          coll, op.seq, kZeroCopyName, p, r, o.count, mine.count);
@@ -150,7 +155,7 @@ Status zeroCopyCollective(const OpArgs& op, AlgoContext& ctx, bool* ran) {
   recvs[r] = static_cast<uint8_t*>(op.recvbuf);
   uint8_t mapped = 1;
   for (int p = 0; p < n && mapped; ++p) {
-    if (p == r) continue;
+    if (p == r || (bcast && p != op.root)) continue;
     void *s = nullptr, *d = nullptr;
     Status a = t->importMemory(p, offers[p].send, &s);
     Status b = a && pushes ? t->importMemory(p, offers[p].recv, &d) : Status::ok();
@@ -185,6 +190,14 @@ Status zeroCopyCollective(const OpArgs& op, AlgoContext& ctx, bool* ran) {
     for (int p = 0; p < n; ++p) srcs[p] = sends[p] + static_cast<size_t>(r) * block;
     dsts[0] = recv;
     reduceInto(op, ctx, srcs, n, dsts, 1, block);
+  } else if (bcast) {
+    // The root's sendbuff into every other rank's recvbuff.
+    if (r != op.root) {
+      if (ctx.streamStores) streamBytes(recv, sends[op.root], block, false);
+      else copyBytes(recv, sends[op.root], block);
+    } else if (recv != sends[r]) {
+      copyBytes(recv, sends[r], block);
+    }
   } else {
     // Every sendbuff into its block of this rank's recvbuff, starting after its own (the ranks read
     // different peers at once). In place, the own block is there already.

@@ -1,6 +1,6 @@
 // zcopy.hpp - zero copy between the processes of one host, for buffers allocated with
-// zcollMemAlloc (comm/shared_memory.hpp): all-reduce, all-gather and reduce-scatter read the peers'
-// buffers in place instead of moving the data twice through the transport's slots.
+// zcollMemAlloc (comm/shared_memory.hpp): all-reduce, reduce-scatter, all-gather and broadcast read
+// the peers' buffers in place instead of moving the data twice through the transport's slots.
 //
 // Three rounds of small messages through the transport frame it: (1) offers - each rank's buffers,
 // or "none"; unless every rank offered, all ranks know it and the caller runs the selected
@@ -11,7 +11,9 @@
 //                  and stores it into every rank's recvbuff (both buffers of every rank shared)
 //   reduce-scatter rank r reduces block r of every rank's sendbuff into its own recvbuff
 //   all-gather     rank r copies every rank's sendbuff into its own recvbuff
-// (the last two need only the sendbuffs shared). Per rank the data is read once and written once.
+//   broadcast      every rank copies the root's sendbuff into its own recvbuff
+// (the last three need only the sendbuffs shared, broadcast only the root's). Per rank the data is
+// read once and written once.
 #pragma once
 
 #include "algorithms/algorithm.hpp"
@@ -20,7 +22,7 @@ namespace zcoll {
 
 inline constexpr std::string_view kZeroCopyName = "zcopy";
 
-// Whether zero copy serves this collective at all (all-reduce, all-gather, reduce-scatter).
+// Whether zero copy serves this collective at all (all-reduce, reduce-scatter, all-gather, broadcast).
 bool zeroCopyServes(Collective coll);
 // The bytes of all ranks' buffers of op together (send + recv, times nranks): what decides whether
 // its stores go around the cache.

@@ -104,9 +104,9 @@ class Communicator {
  private:
   Communicator() = default;
   Status execute(const OpArgs& op);
-  // zeroCopy: a host all-reduce, all-gather or reduce-scatter of at least ZCOLL_ZERO_COPY bytes first
-  // offers its buffers for the zero-copy path (algorithms/zcopy.hpp); the automatic choice only,
-  // never calibration.
+  // zeroCopy: a host all-reduce, reduce-scatter, all-gather or broadcast of at least ZCOLL_ZERO_COPY
+  // bytes first offers its buffers for the zero-copy path (algorithms/zcopy.hpp); the automatic
+  // choice only, never calibration.
   Status execute(const OpArgs& op, const Algorithm& algo, bool zeroCopy = false);
   // Measures the cost model on the real transport (collective; rank 0's figures win).
   Status calibrate();

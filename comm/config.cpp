@@ -68,7 +68,7 @@ const std::vector<ConfigVariable>& configVariables() {
        [](const Config& c, L) { return std::to_string(c.yieldNs); }, nullptr},
       {"ZCOLL_STREAM_STORES", "32M", "all-reduce, reduce-scatter, reduce and all-gather on host memory of at least this size (zcoll-bench's size column) write their results around the cache (non-temporal stores); 0 = never (K/M/G suffixes)",
        [](const Config& c, L) { return std::to_string(c.streamBytes); }, nullptr},
-      {"ZCOLL_ZERO_COPY", "1M", "all-reduces, reduce-scatters and all-gathers of at least this size whose buffers every rank allocated with zcollMemAlloc, on a communicator of one host (shm), run zero-copy: the ranks read each other's buffers in place; 0 = never (K/M/G suffixes)",
+      {"ZCOLL_ZERO_COPY", "1M", "all-reduces, reduce-scatters, all-gathers and broadcasts of at least this size whose buffers every rank allocated with zcollMemAlloc, on a communicator of one host (shm), run zero-copy: the ranks read each other's buffers in place; 0 = never (K/M/G suffixes)",
        [](const Config& c, L) { return std::to_string(c.zeroCopyBytes); }, nullptr},
       {"ZCOLL_ALGO", "(automatic)", "force algorithms: NAME, COLL:NAME or COLL:LO-HI:NAME, comma-separated",
        [](const Config& c, L) { return orText(c.algo, "(automatic)"); }, [](A a) { return a.algo != nullptr; }},

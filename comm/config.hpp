@@ -27,8 +27,8 @@ struct Config {
   int64_t yieldNs = 50'000;          // then sched_yield this long, then sleep on a futex
   int64_t streamBytes = 32 << 20;    // ZCOLL_STREAM_STORES: host ops of at least this size write their
                                      // results with non-temporal stores (0 = never)
-  int64_t zeroCopyBytes = 1 << 20;   // ZCOLL_ZERO_COPY: all-reduces, all-gathers and reduce-scatters of at least
-                                     // this size on zcollMemAlloc buffers of every rank run zero-copy (0 = never)
+  int64_t zeroCopyBytes = 1 << 20;   // ZCOLL_ZERO_COPY: collectives of at least this size on zcollMemAlloc
+                                     // buffers run zero-copy (algorithms/zcopy.hpp; 0 = never)
   std::string algo;                  // ZCOLL_ALGO: "" = automatic
   std::string transports;            // ZCOLL_TRANSPORTS: "" = automatic
   std::string socketIfname;          // ZCOLL_SOCKET_IFNAME: interface for bootstrap sockets

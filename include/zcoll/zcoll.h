@@ -210,10 +210,11 @@ zcollResult_t zcollCommRegister(const zcollComm_t comm, void* buff, size_t size,
 
 /** Allocates size bytes of host memory that the other processes of this host can map (ncclMemAlloc's
  *  counterpart for host buffers): page-aligned, zero-filled, backed by its own memfd. On a one-host
- *  communicator, an all-reduce whose sendbuff and recvbuff lie in such memory on every rank, and a
- *  reduce-scatter or all-gather whose sendbuff does, run zero-copy from ZCOLL_ZERO_COPY bytes up
- *  (default 1 MiB): the ranks read each other's buffers in place instead of moving the data twice
- *  through shared-memory slots. Other buffers and other communicators work as usual.
+ *  communicator, an all-reduce whose sendbuff and recvbuff lie in such memory on every rank, a
+ *  reduce-scatter or all-gather whose sendbuff does, and a broadcast whose root's sendbuff does, run
+ *  zero-copy from ZCOLL_ZERO_COPY bytes up (default 1 MiB): the ranks read each other's buffers in
+ *  place instead of moving the data twice through shared-memory slots. Other buffers and other
+ *  communicators work as usual.
  *  Errors: NULL ptr, size 0 (zcollInvalidArgument); the system refusing (zcollSystemError). */
 zcollResult_t zcollMemAlloc(void** ptr, size_t size);
 

@@ -123,10 +123,10 @@ TEST_F(Process, ZcollBenchEveryTypeAndOp) {
   EXPECT_NE(bad.out.find("bad value 'complex64' for -d"), std::string::npos) << bad.out;
 }
 
-// zcollMemAlloc buffers: all-reduce, reduce-scatter and all-gather run zero copy (the trace says so)
-// and are right element by element for every type x op, in and out of place, on both sides of the
-// thresholds; rank_prog memalloc adds 2-4 ranks, offsets, a rank on malloc'd buffers (the
-// fallback) and freed buffers.
+// zcollMemAlloc buffers: all-reduce, reduce-scatter, all-gather and broadcast run zero copy (the
+// trace says so) and are right element by element for every type x op, in and out of place, on both
+// sides of the thresholds; rank_prog memalloc adds 2-4 ranks, offsets, a rank on malloc'd buffers
+// (the fallback) and freed buffers.
 TEST_F(Process, ZeroCopyAllReduceOnMemAllocBuffers) {
   auto count = [](const std::string& out, const std::string& what) {
     size_t n = 0;
@@ -142,7 +142,7 @@ TEST_F(Process, ZeroCopyAllReduceOnMemAllocBuffers) {
     EXPECT_EQ(r.out.find("zero copy off"), std::string::npos) << r.out;
   }
   // ZCOLL_STREAM_STORES=1K: the one-pass kernel with non-temporal stores, else through a block.
-  for (const char* coll : {"allreduce", "reducescatter", "allgather"})
+  for (const char* coll : {"allreduce", "reducescatter", "allgather", "broadcast -r 2"})
     for (const char* stream : {"", "ZCOLL_STREAM_STORES=1K "})
       for (const char* inplace : {"0", "1"}) {
         std::string cmd = stream;
@@ -151,7 +151,8 @@ TEST_F(Process, ZeroCopyAllReduceOnMemAllocBuffers) {
         cmd += inplace;
         Result r = runCommand(cmd);
         EXPECT_EQ(r.status, 0) << r.out;
-        const size_t tables = std::string(coll) == "allgather" ? 10u : 50u;  // types (x ops)
+        const bool reduces = std::string(coll) == "allreduce" || std::string(coll) == "reducescatter";
+        const size_t tables = reduces ? 50u : 10u;  // types (x ops)
         EXPECT_EQ(count(r.out, "# Out of bounds values : 0 OK"), tables) << coll << " " << stream << r.out;
         EXPECT_GT(count(r.out, "zero copy over"), 10 * tables) << coll << " " << stream;
         EXPECT_NE(r.out.find("buffers: zcollMemAlloc"), std::string::npos) << r.out;
