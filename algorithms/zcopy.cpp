@@ -14,16 +14,21 @@ namespace {
 
 constexpr uint32_t kOfferMagic = 0x7a63704fu;  // "zcpO"
 
-// Round 1's message: the op's signature (a check that the ranks run the same collective) and this
-// rank's buffers, when it can offer them.
+// Round 1's message, one cache line (it travels inside the slot header, kInlineBytes): the op's
+// signature (a check that the ranks run the same collective) and whether this rank offers its
+// buffers. Every op of ZCOLL_ZERO_COPY bytes or more pays this round, zero copy or not.
 struct Offer {
   uint32_t magic = kOfferMagic;
-  uint32_t shared = 0;  // 1: the references below are valid
+  uint32_t shared = 0;  // 1: this rank's buffers are zcollMemAlloc memory
   uint64_t count = 0;
   int32_t coll = 0;
   int32_t dtype = 0;
   int32_t op = 0;
   int32_t root = 0;
+};
+static_assert(sizeof(Offer) <= 48);
+// Round 2's, when every rank offered: where its buffers are.
+struct Refs {
   SharedMemRef send, recv;  // recv only for all-reduce (the others write their own recvbuff only)
 };
 
@@ -114,11 +119,12 @@ Status zeroCopyCollective(const OpArgs& op, AlgoContext& ctx, bool* ran) {
   ctrl.dtype = DataType::Uint8;
   Primitives prims(ctrl, ctx, kZeroCopyName);
 
-  // Per-op arrays in the communicator's scratch (no allocation per call): the offers received, every
-  // rank's buffers as mapped here, source and destination pointers, the votes.
+  // Per-op arrays in the communicator's scratch (no allocation per call): the offers and references
+  // received, every rank's buffers as mapped here, source and destination pointers, the votes.
   const size_t nn = static_cast<size_t>(n);
-  auto* offers = static_cast<Offer*>(ctx.scratch->get(nn * (sizeof(Offer) + 4 * sizeof(void*) + 1)));
-  if (!offers) return systemError(fmt::format("{} #{} ({}): scratch memory", coll, op.seq, kZeroCopyName), ENOMEM);
+  auto* refs = static_cast<Refs*>(ctx.scratch->get(nn * (sizeof(Refs) + sizeof(Offer) + 4 * sizeof(void*) + 1)));
+  if (!refs) return systemError(fmt::format("{} #{} ({}): scratch memory", coll, op.seq, kZeroCopyName), ENOMEM);
+  auto* offers = reinterpret_cast<Offer*>(refs + nn);
   auto** recvs = reinterpret_cast<uint8_t**>(offers + nn);
   auto** dsts = recvs + nn;
   auto** sends = reinterpret_cast<const uint8_t**>(static_cast<void*>(dsts + nn));
@@ -126,6 +132,7 @@ Status zeroCopyCollective(const OpArgs& op, AlgoContext& ctx, bool* ran) {
   auto* votes = reinterpret_cast<uint8_t*>(srcs + nn);
 
   Offer mine;
+  Refs myRefs;
   mine.count = op.count;
   mine.coll = static_cast<int32_t>(op.coll);
   mine.dtype = static_cast<int32_t>(op.dtype);
@@ -134,8 +141,8 @@ Status zeroCopyCollective(const OpArgs& op, AlgoContext& ctx, bool* ran) {
   // Broadcast needs only the root's buffer: the others offer "shared" with nothing in it.
   const bool bcast = op.coll == Collective::Broadcast;
   if (bcast && r != op.root) mine.shared = 1;
-  else mine.shared = t->exportMemory(op.sendbuf, bytes.send, &mine.send) &&
-                     (!pushes || t->exportMemory(op.recvbuf, bytes.recv, &mine.recv));
+  else mine.shared = t->exportMemory(op.sendbuf, bytes.send, &myRefs.send) &&
+                     (!pushes || t->exportMemory(op.recvbuf, bytes.recv, &myRefs.recv));
   if (Status s = exchange(prims, ctx, &mine, sizeof mine, reinterpret_cast<uint8_t*>(offers)); !s) return s;
   bool all = mine.shared != 0;
   for (int p = 0; p < n; ++p) {
@@ -149,6 +156,7 @@ Status zeroCopyCollective(const OpArgs& op, AlgoContext& ctx, bool* ran) {
     all = all && o.shared != 0;
   }
   if (!all) return Status::ok();  // every rank saw the same offers: all fall back
+  if (Status s = exchange(prims, ctx, &myRefs, sizeof myRefs, reinterpret_cast<uint8_t*>(refs)); !s) return s;
 
   // Every rank offered: map the peers' buffers, then agree that everyone could.
   sends[r] = static_cast<const uint8_t*>(op.sendbuf);
@@ -157,8 +165,8 @@ Status zeroCopyCollective(const OpArgs& op, AlgoContext& ctx, bool* ran) {
   for (int p = 0; p < n && mapped; ++p) {
     if (p == r || (bcast && p != op.root)) continue;
     void *s = nullptr, *d = nullptr;
-    Status a = t->importMemory(p, offers[p].send, &s);
-    Status b = a && pushes ? t->importMemory(p, offers[p].recv, &d) : Status::ok();
+    Status a = t->importMemory(p, refs[p].send, &s);
+    Status b = a && pushes ? t->importMemory(p, refs[p].recv, &d) : Status::ok();
     if (!a || !b) {
       ZCOLL_WARN(Coll, r, "{} #{}: zero copy off for this op: {}", coll, op.seq, (!a ? a : b).message());
       mapped = 0;

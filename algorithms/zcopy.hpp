@@ -2,11 +2,12 @@
 // zcollMemAlloc (comm/shared_memory.hpp): all-reduce, reduce-scatter, all-gather and broadcast read
 // the peers' buffers in place instead of moving the data twice through the transport's slots.
 //
-// Three rounds of small messages through the transport frame it: (1) offers - each rank's buffers,
-// or "none"; unless every rank offered, all ranks know it and the caller runs the selected
-// algorithm instead; (2) whether each rank could map every peer's buffers (the same answer
-// everywhere, or the fallback again); (3) after the data moved, "done" - a rank returns once every
-// peer has finished reading its sendbuff (and, for all-reduce, writing its recvbuff). Between them:
+// Small messages through the transport frame it: (1) offers - whether each rank's buffers are
+// shareable (one cache line); unless every rank offered, all ranks know it and the caller runs the
+// selected algorithm instead (all that an op on other memory pays); (2) the buffers' references;
+// (3) whether each rank could map every peer's buffers (the same answer everywhere, or the fallback
+// again); (4) after the data moved, "done" - a rank returns once every peer has finished reading
+// its sendbuff (and, for all-reduce, writing its recvbuff). Between them:
 //   all-reduce     rank r reduces slice r (the ring's block partition) of every rank's sendbuff
 //                  and stores it into every rank's recvbuff (both buffers of every rank shared)
 //   reduce-scatter rank r reduces block r of every rank's sendbuff into its own recvbuff
@@ -30,8 +31,8 @@ size_t zeroCopyFootprint(const OpArgs& op, int nranks);
 
 // Runs op (a host collective zeroCopyServes) zero-copy when every rank's buffers allow it and sets
 // *ran; else leaves *ran false having exchanged only the offers (and, when mapping failed
-// somewhere, the votes) - the caller then runs the selected algorithm. The transport must map peer
-// memory (Transport::mapsPeerMemory).
+// somewhere, the references and votes) - the caller then runs the selected algorithm. The
+// transport must map peer memory (Transport::mapsPeerMemory).
 Status zeroCopyCollective(const OpArgs& op, AlgoContext& ctx, bool* ran);
 
 }  // namespace zcoll
