@@ -17,6 +17,8 @@ namespace zcoll::tcp {
 namespace {
 
 constexpr size_t kBounceBytes = 64 * 1024;  // per connection: received bytes on their way to the slots
+// A frame's payload with at least this much left to read goes straight into its slot.
+constexpr size_t kDirectBytes = 16 * 1024;
 constexpr uint64_t kHelloMagic = 0x7a636f6c74637031ull;  // "zcoltcp1"
 
 struct Hello {
@@ -122,14 +124,19 @@ Status TcpTransport::create(Bootstrap& boot, const Config& config, const std::at
     for (int j = 0; j < t->streams_; ++j) {
       Stream& st = p.streams[static_cast<size_t>(j)];
       st.sendFrame = st.recvFrame = static_cast<uint64_t>(j);
-      st.bounce.assign(kBounceBytes, 0);
+      st.bounce.assign(kBounceBytes + 64, 0);
+      st.bounceData = st.bounce.data() + (64 - reinterpret_cast<uintptr_t>(st.bounce.data()) % 64) % 64;
       if (Status s = configure(st.fd.get()); !s) return s;
       if (Status s = t->sleeper_.add(st.fd.get(), EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET); !s)
         return std::move(s).withContext("tcp");
     }
-    p.send.assign(static_cast<size_t>(t->slots_) * t->chunk_, 0);  // touched now: no fault in a step
+    // Touched now (no fault in a step); the slots 64-byte aligned, like the user buffers and the
+    // kernel's socket buffers they are copied from and to (see FrameHeader).
+    p.send.assign(static_cast<size_t>(t->slots_) * t->chunk_ + 64, 0);
+    p.sendData = p.send.data() + (64 - reinterpret_cast<uintptr_t>(p.send.data()) % 64) % 64;
     p.sendHeaders.assign(static_cast<size_t>(t->slots_), FrameHeader{});
-    p.recv.assign(static_cast<size_t>(t->slots_) * t->chunk_, 0);
+    p.recv.assign(static_cast<size_t>(t->slots_) * t->chunk_ + 64, 0);
+    p.recvData = p.recv.data() + (64 - reinterpret_cast<uintptr_t>(p.recv.data()) % 64) % 64;
     p.recvBytes.assign(static_cast<size_t>(t->slots_), 0);
     p.arrived.assign(static_cast<size_t>(t->slots_), 0);
   }
@@ -159,7 +166,7 @@ void TcpTransport::flushStream(Peer& p, Stream& st) {
       const size_t skip = f == st.sendFrame ? st.sendOffset : 0;
       if (skip < kFrameHeader)
         iov[count++] = iovec{reinterpret_cast<uint8_t*>(&p.sendHeaders[slot]) + skip, kFrameHeader - skip};
-      uint8_t* data = p.send.data() + slot * chunk_;
+      uint8_t* data = p.sendData + slot * chunk_;
       const size_t into = skip > kFrameHeader ? skip - kFrameHeader : 0;
       iov[count++] = iovec{data + into, p.sendHeaders[slot].bytes - into};
     }
@@ -209,38 +216,52 @@ void TcpTransport::flushAll() {
 
 void TcpTransport::pullStream(Peer& p, Stream& st) {
   const uint64_t k = static_cast<uint64_t>(streams_);
+  auto slotOf = [&] { return static_cast<size_t>(st.recvFrame % static_cast<uint64_t>(slots_)); };
+  // After recvOffset advanced: a frame that is not ours drops the peer; a complete one is handed over.
+  auto advanced = [&] {
+    if (st.recvOffset >= kFrameHeader && st.header.bytes > chunk_) {  // not our framing: the peer is gone
+      ZCOLL_WARN(Coll, rank_, "tcp: a frame of {} bytes exceeds the {}-byte chunk: dropping the connection",
+                 st.header.bytes, chunk_);
+      markDead(p);
+      return false;
+    }
+    if (st.recvOffset >= kFrameHeader && st.recvOffset == kFrameHeader + st.header.bytes) {  // complete
+      p.recvBytes[slotOf()] = st.header.bytes;
+      p.arrived[slotOf()] = 1;
+      st.recvFrame += k;
+      st.recvOffset = 0;
+    }
+    return true;
+  };
   while (!p.dead) {
-    // Place what the bounce buffer holds: the frame's length, then its bytes into its slot.
+    // Place what the bounce buffer holds: the frame's header, then its bytes into its slot.
     while (st.bounceHead < st.bounceTail) {
       if (st.recvFrame - p.recvTail >= static_cast<uint64_t>(slots_)) return;  // no free slot: the rest waits
-      const size_t slot = static_cast<size_t>(st.recvFrame % static_cast<uint64_t>(slots_));
       const size_t avail = st.bounceTail - st.bounceHead;
-      const uint8_t* from = st.bounce.data() + st.bounceHead;
+      const uint8_t* from = st.bounceData + st.bounceHead;
       size_t n;
       if (st.recvOffset < kFrameHeader) {
         n = std::min(kFrameHeader - st.recvOffset, avail);
         std::memcpy(reinterpret_cast<uint8_t*>(&st.header) + st.recvOffset, from, n);
       } else {
         n = std::min(kFrameHeader + st.header.bytes - st.recvOffset, avail);
-        copyBytes(p.recv.data() + slot * chunk_ + (st.recvOffset - kFrameHeader), from, n);
+        copyBytes(p.recvData + slotOf() * chunk_ + (st.recvOffset - kFrameHeader), from, n);
       }
       st.recvOffset += n;
       st.bounceHead += n;
-      if (st.recvOffset >= kFrameHeader && st.header.bytes > chunk_) {  // not our framing: the peer is gone
-        ZCOLL_WARN(Coll, rank_, "tcp: a frame of {} bytes exceeds the {}-byte chunk: dropping the connection",
-                   st.header.bytes, chunk_);
-        markDead(p);
-        return;
-      }
-      if (st.recvOffset >= kFrameHeader && st.recvOffset == kFrameHeader + st.header.bytes) {  // complete
-        p.recvBytes[slot] = st.header.bytes;
-        p.arrived[slot] = 1;
-        st.recvFrame += k;
-        st.recvOffset = 0;
-      }
+      if (!advanced()) return;
     }
     if (st.recvFrame - p.recvTail >= static_cast<uint64_t>(slots_)) return;
-    const ssize_t got = ::recv(st.fd.get(), st.bounce.data(), st.bounce.size(), MSG_DONTWAIT);
+    // Inside a payload with much of it left: the kernel copies straight into the slot, at the
+    // payload's offset within a cache line (kFrameHeader keeps it), without the bounce buffer's copy.
+    uint8_t* into = st.bounceData;
+    size_t want = kBounceBytes;
+    const bool direct = st.recvOffset >= kFrameHeader && kFrameHeader + st.header.bytes - st.recvOffset >= kDirectBytes;
+    if (direct) {
+      into = p.recvData + slotOf() * chunk_ + (st.recvOffset - kFrameHeader);
+      want = kFrameHeader + st.header.bytes - st.recvOffset;
+    }
+    const ssize_t got = ::recv(st.fd.get(), into, want, MSG_DONTWAIT);
     if (got < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) return;
       if (errno == EINTR) continue;
@@ -250,6 +271,11 @@ void TcpTransport::pullStream(Peer& p, Stream& st) {
     if (got == 0) {  // the peer closed: whatever it sent is here
       markDead(p);
       return;
+    }
+    if (direct) {
+      st.recvOffset += static_cast<size_t>(got);
+      if (!advanced()) return;
+      continue;
     }
     st.bounceHead = 0;
     st.bounceTail = static_cast<size_t>(got);
@@ -271,7 +297,7 @@ bool TcpTransport::tryAcquireSend(int peer, SendSlot* slot) {
   Peer& p = peers_[static_cast<size_t>(peer)];
   flushAll();
   if (p.sendHead - p.sendDone >= static_cast<uint64_t>(slots_)) return false;
-  slot->data = p.send.data() + (p.sendHead % static_cast<uint64_t>(slots_)) * chunk_;
+  slot->data = p.sendData + (p.sendHead % static_cast<uint64_t>(slots_)) * chunk_;
   slot->capacity = chunk_;
   return true;
 }
@@ -290,7 +316,7 @@ bool TcpTransport::tryRecv(int peer, RecvChunk* chunk) {
   if (p.recvFilled == p.recvTail) pull(p);
   if (p.recvFilled == p.recvTail) return false;
   const size_t slot = static_cast<size_t>(p.recvTail % static_cast<uint64_t>(slots_));
-  chunk->data = p.recv.data() + slot * chunk_;
+  chunk->data = p.recvData + slot * chunk_;
   chunk->bytes = p.recvBytes[slot];
   return true;
 }

@@ -6,16 +6,16 @@
 // frame (a 64-byte header holding its length, then the bytes) as far as the socket takes it; what
 // is left goes out on the next call into the transport (any call progresses every peer's pending
 // sends, so that a rank waiting to receive never holds back what another waits for), and an
-// operation ends only once all of its frames are in the kernel's hands (idle()). Frames are
-// received through a 64 KiB bounce buffer per connection (one recv takes the end of a frame and the
-// start of the next; the kernel's copy lands in cache) and copied into the receive slots. With K
-// connections, frame f travels on connection f mod K (each connection stays in order; frames
-// complete out of order across connections and are handed to the algorithm in order), so that
-// several flows share a fast link's work (the receiving NIC spreads flows over its queues and
-// cores, each flow has its own congestion window). Waiting sleeps in epoll (edge-triggered, every
-// socket plus an eventfd for wake()). Connections are made at creation, authenticated with the
-// communicator's secret and nonce, TCP_NODELAY; their interface is ZCOLL_SOCKET_IFNAME's, or the
-// bootstrap's.
+// operation ends only once all of its frames are in the kernel's hands (idle()). Headers and short
+// pieces are received through a 64 KiB bounce buffer per connection (one recv takes the end of a
+// frame and the start of the next) and copied into the receive slots; the rest of a long payload is
+// received straight into its slot. With K connections, frame f travels on connection f mod K (each
+// connection stays in order; frames complete out of order across connections and are handed to the
+// algorithm in order), so that several flows share a fast link's work (the receiving NIC spreads
+// flows over its queues and cores, each flow has its own congestion window). Waiting sleeps in
+// epoll (edge-triggered, every socket plus an eventfd for wake()). Connections are made at
+// creation, authenticated with the communicator's secret and nonce, TCP_NODELAY; their interface is
+// ZCOLL_SOCKET_IFNAME's, or the bootstrap's.
 #pragma once
 
 #include <atomic>
@@ -30,11 +30,9 @@
 
 namespace zcoll::tcp {
 
-// A frame's header: its payload length, padded to a cache line. The kernel copies a sendmsg into
-// its socket buffer and a recv out of it with `rep movsb`, which on AMD Zen runs about 3x slower
-// when source and destination differ in their offset within a cache line; with a 64-byte header,
-// payloads of whole cache lines (every chunk of a large operation) keep the same offset in the
-// slot, the socket buffer and the bounce buffer.
+// A frame's header: its payload length, padded to a cache line, so that payloads of whole cache
+// lines (every chunk of a large operation) start at the same offset within a line in the slot, in
+// the byte stream and in the bounce buffer (the copies between them are line-aligned).
 inline constexpr size_t kFrameHeader = 64;
 struct alignas(64) FrameHeader {
   uint32_t bytes = 0;
@@ -87,22 +85,27 @@ class TcpTransport final : public Transport {
     uint64_t recvFrame = 0;  // next frame to receive on this stream
     size_t recvOffset = 0;   // bytes of it read, its header included
     FrameHeader header;
-    // Received bytes not yet placed: read in pieces of up to kBounce into this cache-resident
-    // buffer, then copied into the slots (the kernel's copy into cold slot memory cost more).
+    // Received bytes not yet placed: frame headers and short payload pieces, read in pieces of up to
+    // kBounceBytes into this cache-resident buffer (64-byte aligned: bounceData), then copied into
+    // the slots; the rest of a long payload is read straight into its slot.
     std::vector<uint8_t> bounce;
+    uint8_t* bounceData = nullptr;
     size_t bounceHead = 0, bounceTail = 0;
   };
   struct Peer {
     std::vector<Stream> streams;
     bool dead = false;
-    // Send ring: slot i at send[i * chunk], its header (length) in sendHeaders[i] (sent first).
+    // Send ring: slot i at sendData + i * chunk (sendData: send's first 64-byte boundary), its header
+    // (length) in sendHeaders[i] (sent first).
     std::vector<uint8_t> send;
+    uint8_t* sendData = nullptr;
     std::vector<FrameHeader> sendHeaders;
     uint64_t sendHead = 0;  // frames committed
     uint64_t sendDone = 0;  // frames below this are all handed to their sockets
-    // Receive ring: slot i at recv[i * chunk]; its length in recvBytes[i]; arrived[i] while frame
+    // Receive ring: slot i at recvData + i * chunk; its length in recvBytes[i]; arrived[i] while frame
     // of slot i is complete but an earlier one (on another stream) is not.
     std::vector<uint8_t> recv;
+    uint8_t* recvData = nullptr;
     std::vector<uint32_t> recvBytes;
     std::vector<uint8_t> arrived;
     uint64_t recvTail = 0;   // frames released
