@@ -1,6 +1,7 @@
 // zcopy.cpp - see zcopy.hpp.
 #include "algorithms/zcopy.hpp"
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
@@ -168,7 +169,10 @@ Status zeroCopyCollective(const OpArgs& op, AlgoContext& ctx, bool* ran) {
     Status a = t->importMemory(p, refs[p].send, &s);
     Status b = a && pushes ? t->importMemory(p, refs[p].recv, &d) : Status::ok();
     if (!a || !b) {
-      ZCOLL_WARN(Coll, r, "{} #{}: zero copy off for this op: {}", coll, op.seq, (!a ? a : b).message());
+      static std::atomic<bool> warned{false};  // once per process: every later op would say the same
+      if (!warned.exchange(true))
+        ZCOLL_WARN(Coll, r, "{} #{}: zero copy off, the copying algorithms run instead: {}", coll, op.seq,
+                   (!a ? a : b).message());
       mapped = 0;
       break;
     }

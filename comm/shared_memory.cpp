@@ -100,6 +100,4 @@ bool sharedMemFind(const void* p, size_t bytes, SharedMemRef* ref) {
   return true;
 }
 
-uint64_t sharedMemFreeGeneration() { return registry().frees.load(std::memory_order_acquire); }
-
 }  // namespace zcoll

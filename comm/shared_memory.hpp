@@ -34,10 +34,9 @@ struct SharedMemRef {
 Status sharedMemAlloc(size_t size, void** out);
 // Frees an allocation of sharedMemAlloc, named by its start. InvalidArgument for any other pointer.
 Status sharedMemFree(void* ptr);
-// Whether [p, p + bytes) lies inside one allocation; fills *ref if so.
+// Whether [p, p + bytes) lies inside one allocation; fills *ref if so. ref->freeGeneration counts
+// this process's sharedMemFree calls: a peer that sees it change drops its mappings of this
+// process's allocations (they may be freed), so that freed memory does not stay alive there.
 bool sharedMemFind(const void* p, size_t bytes, SharedMemRef* ref);
-// Counts sharedMemFree calls: a peer that sees it change drops its mappings of this process's
-// allocations (they may be freed), so that freed memory does not stay alive in its address space.
-uint64_t sharedMemFreeGeneration();
 
 }  // namespace zcoll

@@ -162,6 +162,24 @@ TEST_F(Process, ZeroCopyAllReduceOnMemAllocBuffers) {
   EXPECT_NE(r.out.find("# wrong total: 0"), std::string::npos) << r.out;
 }
 
+// Ranks in different PID namespaces cannot open each other's allocations (/proc names other
+// processes there): every rank votes no and all run the copying algorithms - results right, one
+// warning per process, no zero-copy op.
+TEST_F(Process, ZeroCopyFallsBackAcrossPidNamespaces) {
+  if (geteuid() != 0) GTEST_SKIP() << "unshare --pid needs root";
+  Result probe = runCommand("unshare --pid --fork --mount-proc true");
+  if (probe.status != 0) GTEST_SKIP() << "cannot make a PID namespace here: " << probe.out;
+  std::string cmd = "ZCOLL_DEBUG=TRACE ZCOLL_DEBUG_SUBSYS=coll " + run_ + " -n 2 sh -c '[ \"$RANK\" = 1 ] && ";
+  cmd += "exec unshare --pid --fork --mount-proc " + prog_ + " memalloc; exec " + prog_ + " memalloc'";
+  Result r = runCommand(cmd);
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(r.out.find("zero copy over"), std::string::npos) << r.out;
+  size_t warnings = 0;
+  for (size_t at = r.out.find("zero copy off"); at != std::string::npos; at = r.out.find("zero copy off", at + 1))
+    ++warnings;
+  EXPECT_EQ(warnings, 2u) << r.out;  // one per rank process
+}
+
 TEST_F(Process, ZcollBenchSweepsEveryAlgorithm) {
   Result r = runCommand(bench_ + " allreduce -p 4 -a all -b 8 -e 64K -f 64 -n 3 -w 1 -R 1");
   EXPECT_EQ(r.status, 0) << r.out;

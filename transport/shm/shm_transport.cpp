@@ -268,16 +268,22 @@ Status ShmTransport::importMemory(int peer, const SharedMemRef& ref, void** loca
       *local = m.base + ref.offset;
       return Status::ok();
     }
+  if (!p.importRefused.empty()) return notSupported("{}", p.importRefused);
+  auto refuse = [&](Status s) {
+    p.importRefused = s.message();
+    return s;
+  };
   if (ref.pid != p.header->pid)
-    return notSupported("shm: rank {} exports memory as pid {}, its segment says pid {}", peer, ref.pid, p.header->pid);
+    return refuse(notSupported("shm: rank {} exports memory as pid {}, its segment says pid {}", peer, ref.pid,
+                               p.header->pid));
   const std::string path = fmt::format("/proc/{}/fd/{}", ref.pid, ref.fd);
   Fd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
-  if (!fd.valid()) return systemError(fmt::format("shm: opening rank {}'s allocation ({})", peer, path), errno);
+  if (!fd.valid()) return refuse(systemError(fmt::format("shm: opening rank {}'s allocation ({})", peer, path), errno));
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) return systemError("shm: fstat of a peer's allocation", errno);
   if (static_cast<uint64_t>(st.st_dev) != ref.dev || static_cast<uint64_t>(st.st_ino) != ref.ino ||
       static_cast<uint64_t>(st.st_size) < ref.allocBytes)
-    return notSupported("shm: {} is not the allocation rank {} named (another PID namespace?)", path, peer);
+    return refuse(notSupported("shm: {} is not the allocation rank {} named (another PID namespace?)", path, peer));
   void* m = ::mmap(nullptr, ref.allocBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd.get(), 0);
   if (m == MAP_FAILED)
     return systemError(fmt::format("shm: mapping rank {}'s {}-byte allocation", peer, ref.allocBytes), errno);

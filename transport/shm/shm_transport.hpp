@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "comm/bootstrap.hpp"
@@ -57,7 +58,8 @@ class ShmTransport final : public Transport {
   // zcollMemAlloc memory: host FIFOs only (cuda_ipc's ranks share device memory instead). A peer's
   // allocation is opened through /proc/<pid>/fd/<fd> (same user: no ptrace attach needed), checked
   // to be the memfd the peer named (device and inode), mapped whole and cached until the peer frees
-  // any allocation (its free generation changes) or this transport ends.
+  // any allocation (its free generation changes) or this transport ends. A peer whose memory could
+  // not be opened once (another PID namespace, /proc hidden) is not tried again.
   bool mapsPeerMemory() const override { return device_ == nullptr; }
   bool exportMemory(const void* p, size_t bytes, SharedMemRef* ref) override {
     return mapsPeerMemory() && sharedMemFind(p, bytes, ref);
@@ -84,6 +86,7 @@ class ShmTransport final : public Transport {
     };
     std::vector<Imported> imported;
     uint64_t importGeneration = 0;
+    std::string importRefused;  // why mapping its memory failed once (then every later call fails fast)
   };
   static void dropImports(Peer& p);
 
