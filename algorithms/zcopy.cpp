@@ -116,7 +116,7 @@ Status zeroCopyCollective(const OpArgs& op, AlgoContext& ctx, bool* ran) {
   const std::string_view coll = collectiveName(op.coll);
   const BufferBytes bytes = bufferBytes(op, n);
   const bool pushes = op.coll == Collective::AllReduce;  // writes into the peers' recvbuffs
-  OpArgs ctrl = op;  // the messages of the three rounds are bytes
+  OpArgs ctrl = op;  // the messages of the four rounds are bytes
   ctrl.dtype = DataType::Uint8;
   Primitives prims(ctrl, ctx, kZeroCopyName);
 
