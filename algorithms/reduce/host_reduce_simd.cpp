@@ -173,6 +173,24 @@ ReduceFn forOp(RedOp op, SimdLevel level) {
   return nullptr;
 }
 
+// f(T{}) for the native type T of `type` (the kernels' template argument); nullptr for fp16/bf16.
+template <typename F>
+auto byNativeType(DataType type, F&& f) -> decltype(f(float{})) {
+  switch (type) {
+    case DataType::Int8: return f(int8_t{});
+    case DataType::Uint8: return f(uint8_t{});
+    case DataType::Int32: return f(int32_t{});
+    case DataType::Uint32: return f(uint32_t{});
+    case DataType::Int64: return f(int64_t{});
+    case DataType::Uint64: return f(uint64_t{});
+    case DataType::Float32: return f(float{});
+    case DataType::Float64: return f(double{});
+    case DataType::Float16:
+    case DataType::Bfloat16: return nullptr;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 SimdLevel cpuSimdLevel() {
@@ -189,38 +207,14 @@ SimdLevel cpuSimdLevel() {
 
 ReduceFn nativeSimdReduceFunction(DataType type, RedOp op, SimdLevel level) {
   if (level == SimdLevel::Portable) return nullptr;
-  switch (type) {
-    case DataType::Int8: return forOp<int8_t>(op, level);
-    case DataType::Uint8: return forOp<uint8_t>(op, level);
-    case DataType::Int32: return forOp<int32_t>(op, level);
-    case DataType::Uint32: return forOp<uint32_t>(op, level);
-    case DataType::Int64: return forOp<int64_t>(op, level);
-    case DataType::Uint64: return forOp<uint64_t>(op, level);
-    case DataType::Float32: return forOp<float>(op, level);
-    case DataType::Float64: return forOp<double>(op, level);
-    case DataType::Float16:
-    case DataType::Bfloat16: return nullptr;
-  }
-  return nullptr;
+  return byNativeType(type, [&](auto t) { return forOp<decltype(t)>(op, level); });
 }
 
 ReduceToAllFn streamReduceToAllFunction(DataType type, RedOp op, size_t* lineBytes) {
   const SimdLevel level = cpuSimdLevel();
   if (level == SimdLevel::Portable) return nullptr;
   *lineBytes = level == SimdLevel::Avx512 ? 64 : 32;
-  switch (type) {
-    case DataType::Int8: return toAllForOp<int8_t>(op, level);
-    case DataType::Uint8: return toAllForOp<uint8_t>(op, level);
-    case DataType::Int32: return toAllForOp<int32_t>(op, level);
-    case DataType::Uint32: return toAllForOp<uint32_t>(op, level);
-    case DataType::Int64: return toAllForOp<int64_t>(op, level);
-    case DataType::Uint64: return toAllForOp<uint64_t>(op, level);
-    case DataType::Float32: return toAllForOp<float>(op, level);
-    case DataType::Float64: return toAllForOp<double>(op, level);
-    case DataType::Float16:
-    case DataType::Bfloat16: return nullptr;
-  }
-  return nullptr;
+  return byNativeType(type, [&](auto t) { return toAllForOp<decltype(t)>(op, level); });
 }
 
 #else
