@@ -30,6 +30,12 @@ struct Hello {
   int16_t streams;  // its ZCOLL_SOCKETS_PER_PEER (must be this rank's)
 };
 
+// v holds `bytes` zeroed (touched: no fault in a step) from the returned 64-byte boundary on.
+uint8_t* lineAligned(std::vector<uint8_t>* v, size_t bytes) {
+  v->assign(bytes + 64, 0);
+  return v->data() + (64 - reinterpret_cast<uintptr_t>(v->data()) % 64) % 64;
+}
+
 Status configure(int fd) {
   const int one = 1;
   if (::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0) return systemError("setsockopt(TCP_NODELAY)", errno);
@@ -124,19 +130,15 @@ Status TcpTransport::create(Bootstrap& boot, const Config& config, const std::at
     for (int j = 0; j < t->streams_; ++j) {
       Stream& st = p.streams[static_cast<size_t>(j)];
       st.sendFrame = st.recvFrame = static_cast<uint64_t>(j);
-      st.bounce.assign(kBounceBytes + 64, 0);
-      st.bounceData = st.bounce.data() + (64 - reinterpret_cast<uintptr_t>(st.bounce.data()) % 64) % 64;
+      st.bounceData = lineAligned(&st.bounce, kBounceBytes);
       if (Status s = configure(st.fd.get()); !s) return s;
       if (Status s = t->sleeper_.add(st.fd.get(), EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET); !s)
         return std::move(s).withContext("tcp");
     }
-    // Touched now (no fault in a step); the slots 64-byte aligned, like the user buffers and the
-    // kernel's socket buffers they are copied from and to (see FrameHeader).
-    p.send.assign(static_cast<size_t>(t->slots_) * t->chunk_ + 64, 0);
-    p.sendData = p.send.data() + (64 - reinterpret_cast<uintptr_t>(p.send.data()) % 64) % 64;
+    // The slots 64-byte aligned, like the user buffers they are copied from and to (see FrameHeader).
+    p.sendData = lineAligned(&p.send, static_cast<size_t>(t->slots_) * t->chunk_);
     p.sendHeaders.assign(static_cast<size_t>(t->slots_), FrameHeader{});
-    p.recv.assign(static_cast<size_t>(t->slots_) * t->chunk_ + 64, 0);
-    p.recvData = p.recv.data() + (64 - reinterpret_cast<uintptr_t>(p.recv.data()) % 64) % 64;
+    p.recvData = lineAligned(&p.recv, static_cast<size_t>(t->slots_) * t->chunk_);
     p.recvBytes.assign(static_cast<size_t>(t->slots_), 0);
     p.arrived.assign(static_cast<size_t>(t->slots_), 0);
   }
