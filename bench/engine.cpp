@@ -1,11 +1,11 @@
-// engine.cpp - see engine.hpp. Mirrors ../shared/anchors/common/bench_common.h and the MPI driver
-// step for step (iteration budget, warm-up, trials, median, check pattern), so ratios are fair.
+// engine.cpp - see engine.hpp (its command line: args.cpp). Mirrors ../shared/anchors/common/
+// bench_common.h and the MPI driver step for step (iteration budget, warm-up, trials, median, check
+// pattern), so ratios are fair.
 #include "bench/engine.hpp"
 #include "bench/output.hpp"
 #include "comm/device.hpp"
 #include "tests/common/typed.hpp"
 
-#include <strings.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
@@ -28,41 +28,6 @@ double now() {
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
-bool parseSize(const char* s, size_t* out) {
-  char* end = nullptr;
-  double v = std::strtod(s, &end);
-  if (end == s || v < 0) return false;
-  double mul = 1;
-  if (*end) {
-    switch (*end) {
-      case 'k': case 'K': mul = 1024.0; break;
-      case 'm': case 'M': mul = 1024.0 * 1024; break;
-      case 'g': case 'G': mul = 1024.0 * 1024 * 1024; break;
-      default: return false;
-    }
-    if (end[1]) return false;
-  }
-  *out = static_cast<size_t>(v * mul);
-  return true;
-}
-
-bool parseColl(const char* s, Coll* out) {
-  struct { const char* name; Coll c; } names[] = {
-      {"allreduce", Coll::AllReduce},         {"all_reduce", Coll::AllReduce},
-      {"allgather", Coll::AllGather},         {"all_gather", Coll::AllGather},
-      {"reducescatter", Coll::ReduceScatter}, {"reduce_scatter", Coll::ReduceScatter},
-      {"broadcast", Coll::Broadcast},         {"bcast", Coll::Broadcast},
-      {"reduce", Coll::Reduce},               {"gather", Coll::Gather},
-      {"scatter", Coll::Scatter},             {"alltoall", Coll::AllToAll},
-      {"barrier", Coll::Barrier}};
-  for (auto& n : names)
-    if (!strcasecmp(s, n.name)) {
-      *out = n.c;
-      return true;
-    }
-  return false;
-}
-
 // Inputs and expected outputs: the collective matrix's reference arithmetic (tests/common/typed.hpp),
 // exact in every type and op. Rank q's input at index i is inputValue(op, type, q, i); collectives
 // that do not reduce move the Sum pattern.
@@ -70,37 +35,6 @@ void fill(const Args& a, unsigned char* p, size_t n, int rank, size_t first = 0)
   test::fillInput(a.dtype, hasRedop(a.coll) ? a.redop : zcollSum, rank, p, n, first);
 }
 void poison(unsigned char* p, size_t n, size_t es) { std::memset(p, 0xa5, n * es); }  // no input value looks like it
-
-bool parseType(const char* s, std::vector<zcollDataType_t>* out) {
-  struct { const char* name; zcollDataType_t t; } names[] = {
-      {"int8", zcollInt8},      {"char", zcollInt8},     {"uint8", zcollUint8},       {"int32", zcollInt32},
-      {"int", zcollInt32},      {"uint32", zcollUint32}, {"int64", zcollInt64},       {"uint64", zcollUint64},
-      {"half", zcollFloat16},   {"float16", zcollFloat16}, {"float", zcollFloat32},   {"float32", zcollFloat32},
-      {"double", zcollFloat64}, {"float64", zcollFloat64}, {"bfloat16", zcollBfloat16}, {"bf16", zcollBfloat16}};
-  if (!strcasecmp(s, "all")) {
-    out->assign(std::begin(test::kAllTypes), std::end(test::kAllTypes));
-    return true;
-  }
-  for (auto& n : names)
-    if (!strcasecmp(s, n.name)) {
-      out->assign(1, n.t);
-      return true;
-    }
-  return false;
-}
-
-bool parseOp(const char* s, std::vector<zcollRedOp_t>* out) {
-  if (!strcasecmp(s, "all")) {
-    out->assign(std::begin(test::kAllOps), std::end(test::kAllOps));
-    return true;
-  }
-  for (zcollRedOp_t op : test::kAllOps)
-    if (!strcasecmp(s, opName(op))) {
-      out->assign(1, op);
-      return true;
-    }
-  return false;
-}
 
 // Collectives whose size is the total over ranks (nccl-tests' convention): count is per rank x nranks.
 bool perRankBlocks(Coll c) {
@@ -364,154 +298,6 @@ long minorFaults() {
 
 bool sumOver(zcollComm_t comm, double* v) { return zcollAllReduce(v, v, 1, zcollDouble, zcollSum, comm, nullptr) == zcollSuccess; }
 bool maxOver(zcollComm_t comm, double* v) { return zcollAllReduce(v, v, 1, zcollDouble, zcollMax, comm, nullptr) == zcollSuccess; }
-
-
-}  // namespace
-
-const char* collName(Coll c) {
-  switch (c) {
-    case Coll::AllReduce: return "allreduce";
-    case Coll::AllGather: return "allgather";
-    case Coll::ReduceScatter: return "reducescatter";
-    case Coll::Broadcast: return "bcast";
-    case Coll::Reduce: return "reduce";
-    case Coll::Gather: return "gather";
-    case Coll::Scatter: return "scatter";
-    case Coll::AllToAll: return "alltoall";
-    case Coll::Barrier: return "barrier";
-  }
-  return "?";
-}
-
-const char* typeName(zcollDataType_t t) {
-  static const char* const names[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double", "bfloat16"};
-  return t >= 0 && t < zcollNumTypes ? names[t] : "?";
-}
-
-const char* opName(zcollRedOp_t op) {
-  static const char* const names[] = {"sum", "prod", "max", "min", "avg"};
-  return op >= 0 && op < zcollNumOps ? names[op] : "?";
-}
-
-void printUsage(FILE* f, const char* prog) {
-  std::fprintf(f,
-               "usage: %s COLL [-b minbytes] [-e maxbytes] [-f stepfactor] [-i stepbytes] [-n iters] [-w warmup]\n"
-               "          [-c check0/1] [-I inplace0/1] [-r root] [-B budgetbytes] [-m miniters] [-R trials]\n"
-               "          [-S sec_per_size] [-T total_sec] [-p nranks] [-a algo] [-d type|all] [-o op|all]\n"
-               "  COLL: allreduce (default) | allgather | reducescatter | broadcast (bcast) | reduce | gather |\n"
-               "        scatter | alltoall | barrier (one row, size 0)  (or -C COLL)\n"
-               "  defaults: -b 8 -e 256M -f 2 -n 20 -w 5 -c 1 -I 0 -r 0 -B 1G -m 3 -R 3 -S 10 -T 0 -d float -o sum\n"
-               "  -d: int8 uint8 int32 uint32 int64 uint64 half float double bfloat16 | all;  -o: sum prod max min\n"
-               "        avg | all (each type x op swept in turn, a table each; -o only for reducing collectives)\n"
-               "  -a NAME: force an algorithm (ring, rhd, rd, direct, ps, tree, ...); -a all: sweep each one and the\n"
-               "        automatic choice, then print them side by side with auto's ratio to the fastest\n"
-               "  -O BYTES: place the buffers BYTES past a page start (multiple of 4; default 0)\n"
-               "  --calibrate: measure the cost model afresh (ZCOLL_CALIBRATE=2), cache it, print the choices\n"
-               "  -J FILE: also write the results as JSON;  --csv: CSV rows instead of the table\n"
-               "  --progress / --no-progress: a progress line on stderr (default: when it is a terminal)\n"
-               "  --device: buffers in device memory (CUDA; ZCOLL_DEVICE=emulated without a GPU), each rank's\n"
-               "        ops on its own stream, timed to the stream's completion\n"
-               "  --mem-alloc: host buffers from zcollMemAlloc, which the local ranks map: all-reduce,\n"
-               "        reduce-scatter, all-gather and broadcast run zero-copy from ZCOLL_ZERO_COPY bytes up\n"
-               "        (default: aligned_alloc, like the anchors)\n"
-               "  -p N: start N local ranks here; without -p, join a job started by zcoll-run, torchrun,\n"
-               "        mpirun or srun (zcollCommInitFromEnv)\n"
-               "  --bind KIND: with -p, pin the ranks as mpirun does: auto (default: a core each unless there are\n"
-               "        more ranks than cores), none, core, numa, package\n",
-               prog);
-}
-
-bool parseArgs(int argc, char** argv, Args* a, std::string* error) {
-  int i = 1;
-  if (argc > 1 && argv[1][0] != '-') {
-    if (!parseColl(argv[1], &a->coll)) {
-      *error = std::string("unknown collective '") + argv[1] + "'";
-      return false;
-    }
-    i = 2;
-  }
-  for (; i < argc; ++i) {
-    const char* o = argv[i];
-    const std::string_view flag(o);
-    if (flag == "--bind") {
-      if (i + 1 >= argc) {
-        *error = "option --bind needs a value";
-        return false;
-      }
-      a->bind = argv[++i];
-      if (a->bind != "none" && a->bind != "auto" && a->bind != "core" && a->bind != "numa" && a->bind != "package") {
-        *error = "bad value '" + a->bind + "' for --bind (none, auto, core, numa, package)";
-        return false;
-      }
-      continue;
-    }
-    if (flag == "--calibrate" || flag == "--csv" || flag == "--progress" || flag == "--no-progress" ||
-        flag == "--device" || flag == "--mem-alloc") {
-      if (flag == "--calibrate") a->calibrate = true;
-      if (flag == "--mem-alloc") a->memAlloc = true;
-      if (flag == "--device") a->device = true;
-      if (flag == "--csv") a->csv = true;
-      if (flag == "--progress" || flag == "--no-progress") a->progress = flag == "--progress" ? 1 : 0;
-      continue;
-    }
-    if (o[0] != '-' || !o[1] || o[2]) {
-      *error = std::string("unexpected argument '") + o + "'";
-      return false;
-    }
-    if (o[1] == 'h') {
-      error->clear();
-      return false;
-    }
-    if (i + 1 >= argc) {
-      *error = std::string("option ") + o + " needs a value";
-      return false;
-    }
-    const char* v = argv[++i];
-    bool ok = true;
-    switch (o[1]) {
-      case 'b': ok = parseSize(v, &a->minBytes); break;
-      case 'e': ok = parseSize(v, &a->maxBytes); break;
-      case 'f': a->stepFactor = std::atof(v); break;
-      case 'i': ok = parseSize(v, &a->stepBytes); break;
-      case 'n': a->iters = std::atoi(v); break;
-      case 'w': a->warmup = std::atoi(v); break;
-      case 'c': a->check = std::atoi(v); break;
-      case 'I': a->inplace = std::atoi(v); break;
-      case 'r': a->root = std::atoi(v); break;
-      case 'B': ok = parseSize(v, &a->budget); break;
-      case 'm': a->minIters = std::atoi(v); break;
-      case 'R': a->trials = std::atoi(v); break;
-      case 'S': a->sizeSec = std::atof(v); break;
-      case 'T': a->totalSec = std::atof(v); break;
-      case 'p': a->nranks = std::atoi(v); ok = a->nranks >= 1; break;
-      case 'a': a->algo = v; break;
-      case 'O': ok = parseSize(v, &a->offset) && a->offset % sizeof(float) == 0 && a->offset < 4096; break;
-      case 'C': ok = parseColl(v, &a->coll); break;
-      case 'J': a->jsonPath = v; ok = !a->jsonPath.empty(); break;
-      case 'd': ok = parseType(v, &a->dtypes); break;
-      case 'o': ok = parseOp(v, &a->redops); break;
-      default: *error = std::string("unknown option ") + o; return false;
-    }
-    if (!ok) {
-      *error = std::string("bad value '") + v + "' for " + o;
-      return false;
-    }
-  }
-  // Without a collective, all-reduce (the anchors' drivers default to it too).
-  if (a->minBytes > a->maxBytes) {
-    *error = "-b is larger than -e";
-    return false;
-  }
-  if (a->stepFactor <= 1.0 && a->stepBytes == 0) a->stepFactor = 2.0;
-  a->iters = std::max(a->iters, 1);
-  a->warmup = std::max(a->warmup, 0);
-  a->minIters = std::max(a->minIters, 1);
-  a->trials = std::clamp(a->trials, 1, kMaxTrials);
-  return true;
-}
-
-namespace {
-
 
 // The sweep of args over `comms` (same ranks, e.g. one per forced algorithm). Within every trial of
 // every size, each communicator runs its timed loop in turn (the order rotating from trial to
