@@ -104,8 +104,9 @@ size_t stableSendBytes(const Call& c, const void* send, const void* recv, size_t
   return recvBytes > 0 && s < r + recvBytes && r < s + sendBytes ? 0 : sendBytes;
 }
 
-// Validates the buffers, then runs / queues / groups the operation on the communicator `ref` pins.
-Status launch(const CommRef& ref, zcollComm_t comm, OpArgs op, const Call& call, const char* countName, Mode mode,
+// Validates the buffers, then runs / queues / groups the operation on the communicator `ref` pins
+// (op by reference: the caller's OpArgs is completed in place, not copied per call).
+Status launch(const CommRef& ref, zcollComm_t comm, OpArgs& op, const Call& call, const char* countName, Mode mode,
               zcollRequest_t* request, zcollStream_t stream, const P2PItem* item = nullptr) {
   if (Status s = checkBuffers(call, op.sendbuf, op.recvbuf, dataTypeSize(op.dtype), countName); !s) return s;
   if (Status s = memoryKind(call, op, stream, &op.device); !s) return s;

@@ -1,11 +1,13 @@
 // api_comm.cpp - the C ABI of communicator lifecycle: ids, init, destroy, abort, queries.
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <mutex>
 #include <shared_mutex>
 #include <unordered_set>
+#include <deque>
 
 #include "algorithms/registry.hpp"
 #include "comm/boundary.hpp"
@@ -17,10 +19,27 @@ namespace zcoll {
 namespace {
 
 std::shared_mutex gHandlesMutex;
+// Bumped (under the lock) whenever a handle stops being live: a thread's remembered validation of
+// an earlier epoch no longer counts.
+std::atomic<uint64_t> gHandleEpoch{1};
 std::unordered_set<zcollComm_t>& handles() {
   static std::unordered_set<zcollComm_t> set;
   return set;
 }
+// Destroyed handles, for later inits (guarded by gHandlesMutex): never deallocated. Reused oldest
+// first and only beyond a quarantine, so that a stale handle names no new communicator until many
+// more were destroyed (malloc hands a freed handle straight to the next init).
+constexpr size_t kHandleQuarantine = 64;
+std::deque<zcollComm_t>& spareHandles() {
+  static std::deque<zcollComm_t> spare;
+  return spare;
+}
+// The last handle this thread validated, at which epoch.
+struct ValidatedHandle {
+  zcollComm_t handle = nullptr;
+  uint64_t epoch = 0;
+};
+thread_local ValidatedHandle tValidated;
 
 Status initRank(zcollComm_t* comm, int nranks, const UniqueIdFields& id, int rank, const zcollConfig_t* apiConfig) {
   if (!comm) return invalidArgument("comm: NULL output pointer");
@@ -30,20 +49,8 @@ Status initRank(zcollComm_t* comm, int nranks, const UniqueIdFields& id, int ran
   if (Status s = buildConfig(apiConfig, &config); !s) return s;
   std::unique_ptr<Communicator> impl;
   if (Status s = Communicator::create(id, nranks, rank, config, &impl); !s) return s;
-  auto handle = std::make_unique<zcollComm>();
-  handle->impl = std::move(impl);
-  registerHandle(handle.get());
-  *comm = handle.release();
+  *comm = registerHandle(std::move(impl));
   return Status::ok();
-}
-
-// Waits until no other thread is inside a call on `c`, then deletes the handle.
-void retire(zcollComm_t handle) {
-  while (handle->impl->activeCalls.load() > 0) {
-    struct timespec ts{0, 200'000};
-    nanosleep(&ts, nullptr);
-  }
-  delete handle;
 }
 
 // The introspection calls' arguments: a collective's name, and a caller's string buffer.
@@ -63,23 +70,58 @@ Status copyOut(std::string_view text, char* buf, size_t len, const char* bufName
 
 }  // namespace
 
-void registerHandle(zcollComm_t comm) {
+zcollComm_t registerHandle(std::unique_ptr<Communicator> impl) {
   std::unique_lock lock(gHandlesMutex);
-  handles().insert(comm);
+  zcollComm_t handle = nullptr;
+  if (spareHandles().size() <= kHandleQuarantine) {
+    handle = new zcollComm();
+  } else {
+    handle = spareHandles().front();
+    spareHandles().pop_front();
+  }
+  handle->impl = std::move(impl);
+  handles().insert(handle);
+  return handle;
 }
 
 bool unregisterHandle(zcollComm_t comm) {
   std::unique_lock lock(gHandlesMutex);
-  return handles().erase(comm) == 1;
+  if (handles().erase(comm) != 1) return false;
+  gHandleEpoch.fetch_add(1, std::memory_order_seq_cst);
+  return true;
+}
+
+void retireHandle(zcollComm_t handle) {
+  while (handle->activeCalls.load(std::memory_order_seq_cst) > 0) {
+    struct timespec ts{0, 200'000};
+    nanosleep(&ts, nullptr);
+  }
+  handle->impl.reset();
+  std::unique_lock lock(gHandlesMutex);
+  spareHandles().push_back(handle);
 }
 
 Status CommRef::acquire(zcollComm_t handle, const char* argName) {
   if (!handle) return invalidArgument("{}: NULL communicator", argName);
+  if (tValidated.handle == handle) {
+    // Announce the call, then check no handle died since this thread validated it (both seq_cst:
+    // unregisterHandle bumps the epoch before retireHandle reads activeCalls, so either this sees
+    // the new epoch or the destroyer waits for this call).
+    handle->activeCalls.fetch_add(1, std::memory_order_seq_cst);
+    if (gHandleEpoch.load(std::memory_order_seq_cst) == tValidated.epoch) {
+      handle_ = handle;
+      comm_ = handle->impl.get();
+      return Status::ok();
+    }
+    handle->activeCalls.fetch_sub(1, std::memory_order_release);
+  }
   std::shared_lock lock(gHandlesMutex);
   if (!handles().count(handle))
     return invalidUsage("{}: not a live communicator (destroyed, aborted or never created)", argName);
+  handle->activeCalls.fetch_add(1, std::memory_order_seq_cst);
+  tValidated = ValidatedHandle{handle, gHandleEpoch.load(std::memory_order_relaxed)};
+  handle_ = handle;
   comm_ = handle->impl.get();
-  comm_->activeCalls.fetch_add(1);
   return Status::ok();
 }
 
@@ -181,7 +223,7 @@ zcollResult_t zcollCommDestroy(zcollComm_t comm) {
     if (!unregisterHandle(comm))
       return invalidUsage("comm: not a live communicator (destroyed, aborted or never created)");
     Status s = comm->impl->drain();
-    retire(comm);
+    retireHandle(comm);
     return s;
   });
 }
@@ -192,7 +234,7 @@ zcollResult_t zcollCommAbort(zcollComm_t comm) {
     if (!unregisterHandle(comm))
       return invalidUsage("comm: not a live communicator (destroyed, aborted or never created)");
     comm->impl->abort();
-    retire(comm);
+    retireHandle(comm);
     return Status::ok();
   });
 }

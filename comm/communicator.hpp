@@ -98,9 +98,6 @@ class Communicator {
   Status registerBuffer(void* base, size_t bytes, void** handle);
   Status deregisterBuffer(void* handle);
 
-  // Calls in progress on this communicator from API threads (abort waits for them to leave).
-  std::atomic<int> activeCalls{0};
-
  private:
   Communicator() = default;
   Status execute(const OpArgs& op);

@@ -12,6 +12,9 @@ namespace zcoll {
 namespace {
 
 std::once_flag chosenOnce;
+// Set once the choice is made: every op asks, and std::call_once costs a thread-local access and a
+// call even when done.
+std::atomic<bool> chosenDone{false};
 std::atomic<DeviceRuntime*> chosen{nullptr};
 std::string absence = "not chosen yet";
 
@@ -39,15 +42,21 @@ void choose() {
 #endif
 }
 
+void ensureChosen() {
+  if (chosenDone.load(std::memory_order_acquire)) return;
+  std::call_once(chosenOnce, choose);
+  chosenDone.store(true, std::memory_order_release);
+}
+
 }  // namespace
 
 DeviceRuntime* deviceRuntime() {
-  std::call_once(chosenOnce, choose);
+  ensureChosen();
   return chosen.load(std::memory_order_acquire);
 }
 
 std::string_view deviceRuntimeAbsence() {
-  std::call_once(chosenOnce, choose);
+  ensureChosen();
   return chosen.load() ? std::string_view() : std::string_view(absence);
 }
 

@@ -3,8 +3,15 @@
 // A zcollComm_t is valid from a successful init until destroy/abort begins. Live handles are kept
 // in a registry, so a destroyed or foreign handle is a clear InvalidUsage, not a crash. CommRef
 // holds a communicator for the length of one API call (abort and destroy wait for such holders).
+//
+// Every call validates its handle, so the check has a lock-free fast path: a thread remembers the
+// last handle it validated and the registry's epoch then (bumped whenever a handle stops being
+// live); the same handle at the same epoch is still live. A handle's memory is never returned to
+// the allocator (destroyed handles are reused by later inits, under a new epoch), so that check
+// may touch a handle destroyed a moment ago.
 #pragma once
 
+#include <atomic>
 #include <memory>
 
 #include "comm/communicator.hpp"
@@ -12,15 +19,21 @@
 
 struct zcollComm {
   std::unique_ptr<zcoll::Communicator> impl;
+  // API calls inside this communicator now (destroy and abort wait for them to leave).
+  std::atomic<int> activeCalls{0};
 };
 
 // zcollRequest_t is a zcoll::Request* (reinterpret_cast at the boundary).
 
 namespace zcoll {
 
-void registerHandle(zcollComm_t comm);
+// A handle for `impl` (a reused one or a new one), registered as live.
+zcollComm_t registerHandle(std::unique_ptr<Communicator> impl);
 // Removes the handle from the registry; false if it was not live.
 bool unregisterHandle(zcollComm_t comm);
+// After unregisterHandle: waits until no call is inside the handle, deletes its communicator and
+// keeps the handle for reuse.
+void retireHandle(zcollComm_t comm);
 
 class CommRef {
  public:
@@ -28,7 +41,7 @@ class CommRef {
   CommRef(const CommRef&) = delete;
   CommRef& operator=(const CommRef&) = delete;
   ~CommRef() {
-    if (comm_) comm_->activeCalls.fetch_sub(1);
+    if (handle_) handle_->activeCalls.fetch_sub(1, std::memory_order_release);
   }
   // Validates `handle` and pins its communicator until this CommRef goes away.
   Status acquire(zcollComm_t handle, const char* argName = "comm");
@@ -36,6 +49,7 @@ class CommRef {
   Communicator* get() const { return comm_; }
 
  private:
+  zcollComm_t handle_ = nullptr;
   Communicator* comm_ = nullptr;
 };
 

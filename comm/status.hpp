@@ -3,9 +3,11 @@
 // Every internal function that can fail returns a [[nodiscard]] Status: a code and a message.
 // The message is built where the error is first seen (it names the argument, the peer, the errno);
 // callers add context with withContext(). Status is translated to zcollResult_t in exactly one
-// place (comm/boundary.hpp). Ok carries no allocation.
+// place (comm/boundary.hpp). Ok carries no allocation: a Status is one pointer, null when ok (every
+// op passes a dozen of them up and down; an error's code and message live behind the pointer).
 #pragma once
 
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -32,24 +34,37 @@ std::string_view statusCodeName(StatusCode code);
 class [[nodiscard]] Status {
  public:
   Status() = default;
-  Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
+  // An error (code Ok keeps no message).
+  Status(StatusCode code, std::string message)
+      : rep_(code == StatusCode::Ok ? nullptr : new Rep{code, std::move(message)}) {}
+  Status(const Status& o) : rep_(o.rep_ ? new Rep(*o.rep_) : nullptr) {}
+  Status& operator=(const Status& o) {
+    if (this != &o) rep_.reset(o.rep_ ? new Rep(*o.rep_) : nullptr);
+    return *this;
+  }
+  Status(Status&&) noexcept = default;
+  Status& operator=(Status&&) noexcept = default;
 
   static Status ok() { return {}; }
 
-  bool isOk() const { return code_ == StatusCode::Ok; }
+  bool isOk() const { return rep_ == nullptr; }
   explicit operator bool() const { return isOk(); }
-  StatusCode code() const { return code_; }
-  const std::string& message() const { return message_; }
+  StatusCode code() const { return rep_ ? rep_->code : StatusCode::Ok; }
+  const std::string& message() const { return rep_ ? rep_->message : kNoMessage; }
 
   // "what we were doing: original message"
   Status withContext(std::string_view context) && {
-    if (!isOk()) message_ = fmt::format("{}: {}", context, message_);
+    if (rep_) rep_->message = fmt::format("{}: {}", context, rep_->message);
     return std::move(*this);
   }
 
  private:
-  StatusCode code_ = StatusCode::Ok;
-  std::string message_;
+  struct Rep {
+    StatusCode code;
+    std::string message;
+  };
+  static inline const std::string kNoMessage{};
+  std::unique_ptr<Rep> rep_;
 };
 
 template <typename... Args>

@@ -5,10 +5,12 @@
 
 #include <stdlib.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "zcoll/zcoll.h"
@@ -363,6 +365,65 @@ TEST(BadInputInit, DestroyedCommunicator) {
   EXPECT_EQ(zcollCommAbort(comm), zcollInvalidUsage);
   int n = 0;
   EXPECT_EQ(zcollCommCount(comm, &n), zcollInvalidUsage);
+}
+
+// A handle that calls have validated (the fast path remembers it) is refused once destroyed, also
+// after new communicators were created, from this thread and another; the new ones work.
+TEST(BadInputInit, DestroyedHandleStaysDeadAfterNewInits) {
+  zcollUniqueId id;
+  zcollComm_t a = nullptr;
+  ASSERT_EQ(zcollGetUniqueId(&id), zcollSuccess);
+  ASSERT_EQ(zcollCommInitRank(&a, 1, id, 0), zcollSuccess);
+  float x = 1;
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(zcollAllReduce(&x, &x, 1, zcollFloat, zcollSum, a, nullptr), zcollSuccess);
+  std::thread([&] { EXPECT_EQ(zcollAllReduce(&x, &x, 1, zcollFloat, zcollSum, a, nullptr), zcollSuccess); }).join();
+  ASSERT_EQ(zcollCommDestroy(a), zcollSuccess);
+  std::vector<zcollComm_t> fresh(3, nullptr);
+  for (zcollComm_t& c : fresh) {
+    ASSERT_EQ(zcollGetUniqueId(&id), zcollSuccess);
+    ASSERT_EQ(zcollCommInitRank(&c, 1, id, 0), zcollSuccess);
+    EXPECT_NE(c, a);
+  }
+  EXPECT_EQ(zcollAllReduce(&x, &x, 1, zcollFloat, zcollSum, a, nullptr), zcollInvalidUsage);
+  std::thread([&] { EXPECT_EQ(zcollBroadcast(&x, &x, 1, zcollFloat, 0, a, nullptr), zcollInvalidUsage); }).join();
+  for (zcollComm_t c : fresh) {
+    EXPECT_EQ(zcollAllReduce(&x, &x, 1, zcollFloat, zcollSum, c, nullptr), zcollSuccess);
+    EXPECT_EQ(zcollCommDestroy(c), zcollSuccess);
+  }
+}
+
+// Destroy while another thread keeps calling on the communicator: its calls end with success or
+// InvalidUsage ("not a live communicator"), never a crash; destroy waits for the call inside.
+TEST(BadInputInit, DestroyWhileAnotherThreadCalls) {
+  for (int round = 0; round < 20; ++round) {
+    zcollUniqueId id;
+    zcollComm_t comm = nullptr;
+    ASSERT_EQ(zcollGetUniqueId(&id), zcollSuccess);
+    ASSERT_EQ(zcollCommInitRank(&comm, 1, id, 0), zcollSuccess);
+    std::atomic<bool> started{false};
+    std::atomic<int> ok{0}, refused{0}, other{0};
+    std::thread caller([&] {
+      float v = 1;
+      for (int i = 0; i < 100000; ++i) {
+        const zcollResult_t r = zcollAllReduce(&v, &v, 1, zcollFloat, zcollSum, comm, nullptr);
+        started.store(true);
+        if (r == zcollSuccess) {
+          ++ok;
+        } else if (r == zcollInvalidUsage) {
+          ++refused;
+          break;
+        } else {
+          ++other;
+          break;
+        }
+      }
+    });
+    while (!started.load()) std::this_thread::yield();
+    EXPECT_EQ(zcollCommDestroy(comm), zcollSuccess);
+    caller.join();
+    EXPECT_GT(ok.load(), 0);
+    EXPECT_EQ(other.load(), 0);
+  }
 }
 
 }  // namespace
