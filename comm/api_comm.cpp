@@ -4,10 +4,10 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <mutex>
 #include <shared_mutex>
 #include <unordered_set>
-#include <deque>
 
 #include "algorithms/registry.hpp"
 #include "comm/boundary.hpp"
