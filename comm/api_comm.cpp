@@ -22,17 +22,19 @@ std::shared_mutex gHandlesMutex;
 // Bumped (under the lock) whenever a handle stops being live: a thread's remembered validation of
 // an earlier epoch no longer counts.
 std::atomic<uint64_t> gHandleEpoch{1};
+// The registry and the spare handles are never destroyed: a handle stays reachable (LeakSanitizer)
+// and a call during exit finds them intact.
 std::unordered_set<zcollComm_t>& handles() {
-  static std::unordered_set<zcollComm_t> set;
-  return set;
+  static auto* set = new std::unordered_set<zcollComm_t>;
+  return *set;
 }
 // Destroyed handles, for later inits (guarded by gHandlesMutex): never deallocated. Reused oldest
 // first and only beyond a quarantine, so that a stale handle names no new communicator until many
 // more were destroyed (malloc hands a freed handle straight to the next init).
 constexpr size_t kHandleQuarantine = 64;
 std::deque<zcollComm_t>& spareHandles() {
-  static std::deque<zcollComm_t> spare;
-  return spare;
+  static auto* spare = new std::deque<zcollComm_t>;
+  return *spare;
 }
 // The last handle this thread validated, at which epoch.
 struct ValidatedHandle {

@@ -192,9 +192,10 @@ TEST(HostReduce, ReduceToAllMatchesThePortableKernels) {
                 bool nan = false;
                 if (t == DataType::Float32) { float a, b; std::memcpy(&a, w, 4); std::memcpy(&b, g, 4); nan = a != a && b != b; }
                 if (t == DataType::Float64) { double a, b; std::memcpy(&a, w, 8); std::memcpy(&b, g, 8); nan = a != a && b != b; }
-                if (!nan)
+                if (!nan) {
                   ASSERT_EQ(std::memcmp(w, g, es), 0) << dataTypeName(t) << " " << redOpName(op) << " ranks=" << ranks
                                                      << " n=" << n << " shift=" << shift << " dst " << k << " i=" << i;
+                }
               }
           }
         }
