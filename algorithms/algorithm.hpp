@@ -81,9 +81,10 @@ class Algorithm {
   virtual ~Algorithm() = default;
   virtual std::string_view name() const = 0;
   virtual Collective collective() const = 0;
-  // NotSupported with the reason when this algorithm cannot serve the call; selection falls through.
-  virtual Status supports(const OpArgs& op, int nranks) const {
-    (void)op;
+  // NotSupported with the reason when this algorithm cannot serve a communicator of nranks; selection
+  // falls through. It depends on the communicator only, never on the call: the selector asks once per
+  // size class when it builds its table, not per call.
+  virtual Status supports(int nranks) const {
     (void)nranks;
     return Status::ok();
   }
@@ -97,8 +98,8 @@ class Algorithm {
   }
   // The same two questions with the communicator's host layout, which selection and calibration
   // ask; only the hierarchical algorithms look at the layout.
-  virtual Status supportsOn(const OpArgs& op, const patterns::HostLayout& hosts) const {
-    return supports(op, static_cast<int>(hosts.hostOf.size()));
+  virtual Status supportsOn(const patterns::HostLayout& hosts) const {
+    return supports(static_cast<int>(hosts.hostOf.size()));
   }
   virtual double costOn(const OpArgs& op, const patterns::HostLayout& hosts, const CostModel& m) const {
     return cost(op, static_cast<int>(hosts.hostOf.size()), m);

@@ -20,10 +20,10 @@ template <Collective C>
 class HierAlgorithmOf : public AlgorithmOf<C> {
  public:
   using AlgorithmOf<C>::AlgorithmOf;
-  Status supports(const OpArgs&, int) const final {
+  Status supports(int) const final {
     return notSupported("needs ranks on several hosts (the communicator's host layout)");
   }
-  Status supportsOn(const OpArgs&, const patterns::HostLayout& hosts) const final { return hierFits(hosts); }
+  Status supportsOn(const patterns::HostLayout& hosts) const final { return hierFits(hosts); }
 };
 
 // This rank's place in the layout: its host and local index, and the ranks of its two groups.

@@ -172,7 +172,7 @@ const Algorithm* AlgorithmSelector::cheapest(const OpArgs& op, std::string* reas
   double bestCost = 0;
   for (const Algorithm* a : allAlgorithms()) {
     if (a->collective() != op.coll) continue;
-    Status s = a->supportsOn(op, hosts_);
+    Status s = a->supportsOn(hosts_);
     if (!s) {
       *reasons += fmt::format(" {}: {};", a->name(), s.message());
       continue;
@@ -195,14 +195,15 @@ Status AlgorithmSelector::select(const OpArgs& op, int nranks, const Algorithm**
   for (const ResolvedRule& r : rules_) {
     if ((!r.rule.anyCollective && r.rule.coll != op.coll) || bytes < r.rule.lo || bytes >= r.rule.hi) continue;
     const Algorithm* a = r.byCollective[coll];
-    if (a && a->supportsOn(op, hosts_).isOk()) {
+    if (a && a->supportsOn(hosts_).isOk()) {
       *out = a;
       if (forced) *forced = true;
       return Status::ok();
     }
   }
+  // The table holds supported algorithms only (cheapest() checked them for this communicator).
   const Algorithm* a = table_[coll][sizeClass(bytes)];
-  if (a && a->supportsOn(op, hosts_).isOk()) {
+  if (a) {
     *out = a;
     return Status::ok();
   }

@@ -30,7 +30,8 @@ Status parseAlgoOverride(const std::string& text, std::vector<AlgoRule>* rules);
 
 // The choice for one communicator (fixed rank count). Rule names are resolved and the cheapest
 // algorithm per collective and power-of-two size class is tabulated when the model is set, so a call
-// costs a table lookup and one supports() check: no string work, no cost evaluation, no allocation.
+// costs a table lookup (support depends on the communicator only, so the table holds supported
+// algorithms): no virtual call, no string work, no cost evaluation, no allocation.
 class AlgorithmSelector {
  public:
   AlgorithmSelector() { prepare(); }

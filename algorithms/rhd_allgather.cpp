@@ -11,7 +11,7 @@ class RhdAllGather final : public AlgorithmOf<Collective::AllGather> {
  public:
   using AlgorithmOf::AlgorithmOf;
 
-  Status supports(const OpArgs&, int nranks) const override { return requirePowerOfTwo(nranks); }
+  Status supports(int nranks) const override { return requirePowerOfTwo(nranks); }
 
   double cost(const OpArgs& op, int n, const CostModel& m) const override {
     const double s = opSize(op, n);

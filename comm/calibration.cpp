@@ -89,9 +89,8 @@ Status Communicator::calibrate() {
   if (!buf) return systemError("calibration buffers", ENOMEM);
   std::vector<const Algorithm*> algos;
   const Algorithm* barrier = nullptr;
-  const OpArgs probeOp{Collective::AllReduce, buf, buf + kMaxFloats, kMaxFloats, DataType::Float32, RedOp::Sum};
   for (const Algorithm* a : allAlgorithms()) {
-    if (a->collective() == Collective::AllReduce && a->supportsOn(probeOp, selector_.hosts()).isOk() &&
+    if (a->collective() == Collective::AllReduce && a->supportsOn(selector_.hosts()).isOk() &&
         algos.size() < std::size(CostModel{}.allReduce))
       algos.push_back(a);
     if (a->collective() == Collective::Barrier) barrier = a;
