@@ -1,11 +1,19 @@
 // primitives.cpp - see primitives.hpp.
 #include "algorithms/primitives.hpp"
 
+#include <bit>
+
 #include <fmt/format.h>
 
 #include "algorithms/device_executor.hpp"
 
 namespace zcoll {
+
+static_assert([] {
+  for (int t = 0; t < kNumDataTypes; ++t)
+    if (!std::has_single_bit(dataTypeSize(static_cast<DataType>(t)))) return false;
+  return true;
+}(), "element sizes must be powers of two (chunkElems_ is a shift)");
 
 Primitives::Primitives(const OpArgs& op, AlgoContext& ctx, std::string_view algoName)
     : op_(op),
@@ -13,7 +21,8 @@ Primitives::Primitives(const OpArgs& op, AlgoContext& ctx, std::string_view algo
       algoName_(algoName),
       divisor_(ctx.avgDivisor > 0 ? ctx.avgDivisor : ctx.nranks),
       elemSize_(dataTypeSize(op.dtype)),
-      chunkElems_(ctx.chunkBytes / elemSize_),
+      // Element sizes are powers of two: a shift, not a division per op.
+      chunkElems_(elemSize_ ? ctx.chunkBytes >> std::countr_zero(elemSize_) : 0),
       reduce_(reduceFunction(op.dtype, op.op)),
       finalize_(finalizeFunction(op.dtype, op.op)),
       dev_(ctx.device),

@@ -49,7 +49,11 @@ constexpr ChunkSpan chunkOf(size_t blockSize, size_t chunk, size_t round) {
   return {begin, std::min(chunk, blockSize - begin)};
 }
 
-constexpr size_t chunkRounds(size_t largestBlock, size_t chunk) { return (largestBlock + chunk - 1) / chunk; }
+// A block of at most one chunk (every small op) is answered without a division.
+constexpr size_t chunkRounds(size_t largestBlock, size_t chunk) {
+  if (largestBlock <= chunk) return largestBlock > 0 ? 1 : 0;
+  return (largestBlock + chunk - 1) / chunk;
+}
 
 // Position of `rank` in a chain that starts at `root` and follows the ring (root is position 0).
 constexpr int chainPosition(int rank, int root, int nranks) { return mod(rank - root, nranks); }

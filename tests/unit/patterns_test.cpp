@@ -43,6 +43,10 @@ TEST(BlockPartition, CoversEveryElementOnce) {
 TEST(Chunks, SpanAndRounds) {
   EXPECT_EQ(chunkRounds(0, 4), 0u);
   EXPECT_EQ(chunkRounds(9, 4), 3u);
+  EXPECT_EQ(chunkRounds(1, 4), 1u);  // one chunk or less: no division
+  EXPECT_EQ(chunkRounds(4, 4), 1u);
+  EXPECT_EQ(chunkRounds(5, 4), 2u);
+  EXPECT_EQ(chunkRounds(8, 4), 2u);
   ChunkSpan c = chunkOf(9, 4, 2);
   EXPECT_EQ(c.begin, 8u);
   EXPECT_EQ(c.n, 1u);
