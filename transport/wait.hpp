@@ -57,6 +57,15 @@ class Waiter {
   template <typename Ready, typename DeadPeer>
   WaitResult until(Ready&& ready, DeadPeer&& deadPeer) {
     if (ready()) return WaitResult::Ready;
+    // A short wait (the peer's next line is on its way) reads no clock: a clock read costs 20-50 ns
+    // in a VM, which a rank waiting on the critical path adds to the op when the data lands (2-rank
+    // 8 B all-reduce 151 -> 144 ns). Not when ranks share cores: there the spin must stay short (4
+    // ranks on 2 cores measured slower with it).
+    const int pre = policy_.spinNs >= kPreSpinMinNs ? kPreSpins : 0;
+    for (int i = 0; i < pre; ++i) {
+      ZCOLL_CPU_RELAX();
+      if (ready()) return WaitResult::Ready;
+    }
     const int64_t start = nowNs();
     if (deadlineNs_ == kUnset) deadlineNs_ = start + timeoutNs_;
     int64_t now = start;
@@ -106,6 +115,8 @@ class Waiter {
   Transport* transport_;
   WaitPolicy policy_;
   static constexpr int64_t kUnset = INT64_MIN;
+  static constexpr int kPreSpins = 8;
+  static constexpr int64_t kPreSpinMinNs = 1'000;
   int64_t deadlineNs_ = kUnset;
   int64_t timeoutNs_ = 0;
   const std::atomic<bool>* abort_;
