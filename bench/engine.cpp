@@ -63,6 +63,15 @@ std::string algorithmFor(zcollComm_t comm, const Args& a, size_t count, int nran
   return algo;
 }
 
+// What ran comm's last op (the table's algo column: "zcopy" when --mem-alloc buffers went zero-copy,
+// which zcollCommAlgorithmFor cannot know); the prediction when nothing ran yet.
+std::string lastAlgorithm(zcollComm_t comm, const Args& a, size_t count, int nranks) {
+  char algo[64] = "";
+  if (zcollCommLastAlgorithm(comm, algo, sizeof algo) != zcollSuccess || !algo[0])
+    return algorithmFor(comm, a, count, nranks);
+  return algo;
+}
+
 
 // Page-aligned and touched before timing, like the anchors' buffers (aligned_alloc(4096) + memset),
 // so both sides start from the same memory layout.
@@ -364,6 +373,7 @@ long long sweep(const std::vector<zcollComm_t>& comms, const Args& a, FILE* out,
     }
     std::vector<std::array<double, kMaxTrials>> tt(K);
     std::vector<double> faults(K, 0.0);  // minor page faults in the timed loops (getrusage, outside the clock)
+    std::vector<std::string> ran(K);     // what ran each communicator's timed ops (the algo column)
     for (int tr = 0; tr < trials; ++tr) {
       for (size_t j = 0; j < K; ++j) {
         const size_t k = (j + static_cast<size_t>(tr)) % K;  // rotated: no communicator always goes first
@@ -376,6 +386,7 @@ long long sweep(const std::vector<zcollComm_t>& comms, const Args& a, FILE* out,
         if (!runner.finish()) return fail(comms[k], zcollUnhandledCudaError);
         double sec = (now() - t0) / iters;
         faults[k] += static_cast<double>(minorFaults() - f0);
+        ran[k] = lastAlgorithm(comms[k], a, count, nranks);  // before the ops below (the sum) replace it
         if (!sumOver(comms[k], &sec)) return fail(comms[k], zcollInternalError);
         tt[k][tr] = sec / nranks;
       }
@@ -404,7 +415,7 @@ long long sweep(const std::vector<zcollComm_t>& comms, const Args& a, FILE* out,
       if (zcollResult_t async = zcollSuccess; zcollCommGetAsyncError(comms[k], &async) == zcollSuccess &&
                                                  async != zcollSuccess)
         return fail(comms[k], async);  // a stream-ordered (--device) op failed
-      res.algo = algorithmFor(comms[k], a, count, nranks);
+      res.algo = ran[k];
       if (rank == 0) (*results)[k].push_back(res);
     }
     if (progress) std::fprintf(stderr, "\rzcoll-bench: %zu bytes done, %.1f s  ", pbytes, now() - tStart);

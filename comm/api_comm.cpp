@@ -271,6 +271,14 @@ zcollResult_t zcollCommAlgorithmFor(zcollComm_t comm, const char* collective, si
   });
 }
 
+zcollResult_t zcollCommLastAlgorithm(zcollComm_t comm, char* name, size_t len) {
+  return apiCall("zcollCommLastAlgorithm", [&] {
+    CommRef c;
+    if (Status s = c.acquire(comm); !s) return s;
+    return copyOut(c->lastAlgorithm(), name, len, "name");
+  });
+}
+
 zcollResult_t zcollCommGetAsyncError(zcollComm_t comm, zcollResult_t* asyncError) {
   return apiCall("zcollCommGetAsyncError", [&] {
     CommRef c;

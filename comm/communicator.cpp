@@ -161,6 +161,13 @@ Status Communicator::deregisterBuffer(void* handle) {
   return Status::ok();
 }
 
+std::string_view Communicator::lastAlgorithm() const {
+  const void* p = lastAlgo_.load(std::memory_order_relaxed);
+  if (!p) return {};
+  if (p == &kZeroCopyName) return kZeroCopyName;
+  return static_cast<const Algorithm*>(p)->name();
+}
+
 std::string Communicator::asyncErrorMessage() {
   std::lock_guard lock(mutex_);
   return firstError_;
@@ -273,6 +280,8 @@ Status Communicator::execute(const OpArgs& op, const Algorithm& algoRef, bool ze
     if (s && !d) s = std::move(d).withContext(fmt::format("{} #{} ({})", collectiveName(op.coll), op.seq, algoName));
   }
   if (tracer_) tracer_->op(op.coll, op.seq, algoName, op.count, op.dtype, t0, nowNs(), s.isOk());
+  if (s) lastAlgo_.store(ranZeroCopy ? static_cast<const void*>(&kZeroCopyName) : static_cast<const void*>(algo),
+                         std::memory_order_relaxed);
   if (!s && s.code() != StatusCode::InvalidUsage) recordFailure(s);
   return s;
 }

@@ -81,6 +81,9 @@ class Communicator {
 
   // The algorithm execute() would choose for op.
   Status algorithmFor(const OpArgs& op, const Algorithm** out) const { return selector_.select(op, nranks_, out); }
+  // The name of what ran the last operation that completed without error ("zcopy" for the zero-copy
+  // path, "" before the first).
+  std::string_view lastAlgorithm() const;
 
   // Raises the abort flag and wakes every wait; safe from any thread.
   void abort();
@@ -155,6 +158,8 @@ class Communicator {
   AlgorithmSelector selector_;
   std::vector<char> signatures_;  // ZCOLL_CHECK's all-gather buffer, sized once
   std::atomic<bool> abort_{false};
+  // What ran the last successful operation: an Algorithm, or &kZeroCopyName (one store per op).
+  std::atomic<const void*> lastAlgo_{nullptr};
   std::atomic<int> asyncError_{0};
   std::string firstError_;  // guarded by mutex_
   uint64_t collSeq_ = 0;    // collectives issued so far (the sequence all ranks share)

@@ -304,6 +304,12 @@ zcollResult_t zcollGetAlgorithmNames(const char* collective, char* names, size_t
 zcollResult_t zcollCommAlgorithmFor(zcollComm_t comm, const char* collective, size_t count, zcollDataType_t datatype,
                                     char* name, size_t len);
 
+/** Writes the name of the algorithm that ran this communicator's most recent operation that
+ *  completed without error into name (len bytes): what zcollCommAlgorithmFor predicts, or "zcopy"
+ *  when the operation ran zero-copy between the processes of one host (zcollMemAlloc buffers); ""
+ *  before the first. Thread-safe; an operation completing meanwhile may or may not be seen. */
+zcollResult_t zcollCommLastAlgorithm(zcollComm_t comm, char* name, size_t len);
+
 /* ---------------------------------------------------------------------------------------------
  * Nonblocking forms (host buffers). Each queues the operation on the communicator's progress
  * thread, in call order with the blocking forms, and writes a request to *request. Not allowed

@@ -184,6 +184,28 @@ TEST_F(BadInput, Introspection) {
                  "datatype", "algorithmFor type");
   expectRejected(zcollCommAlgorithmFor(comm_, nullptr, 100, zcollFloat, buf, sizeof buf), zcollInvalidArgument,
                  "collective", "algorithmFor null");
+  // The last algorithm: what the prediction named, once an op of that kind ran; arguments by name.
+  float x[4] = {1, 2, 3, 4};
+  ASSERT_EQ(zcollBroadcast(x, x, 4, zcollFloat, 0, comm_, nullptr), zcollSuccess);
+  ASSERT_EQ(zcollCommAlgorithmFor(comm_, "broadcast", 4, zcollFloat, buf, sizeof buf), zcollSuccess);
+  char last[64];
+  ASSERT_EQ(zcollCommLastAlgorithm(comm_, last, sizeof last), zcollSuccess);
+  EXPECT_STREQ(last, buf);
+  expectRejected(zcollCommLastAlgorithm(comm_, nullptr, 64), zcollInvalidArgument, "name", "lastAlgorithm null");
+  expectRejected(zcollCommLastAlgorithm(comm_, last, 1), zcollInvalidArgument, "len", "lastAlgorithm short");
+  expectRejected(zcollCommLastAlgorithm(nullptr, last, sizeof last), zcollInvalidArgument, "comm", "lastAlgorithm comm");
+}
+
+// Before any operation the last algorithm is "".
+TEST(BadInputInit, LastAlgorithmBeforeAnyOperation) {
+  zcollUniqueId id;
+  zcollComm_t comm = nullptr;
+  ASSERT_EQ(zcollGetUniqueId(&id), zcollSuccess);
+  ASSERT_EQ(zcollCommInitRank(&comm, 1, id, 0), zcollSuccess);
+  char last[64] = "x";
+  ASSERT_EQ(zcollCommLastAlgorithm(comm, last, sizeof last), zcollSuccess);
+  EXPECT_STREQ(last, "");
+  EXPECT_EQ(zcollCommDestroy(comm), zcollSuccess);
 }
 
 // The handle of a 1-rank communicator that was created and destroyed (nullptr on failure).
