@@ -65,7 +65,7 @@ Status parseCollectiveArg(const char* name, Collective* out) {
 Status copyOut(std::string_view text, char* buf, size_t len, const char* bufName) {
   if (!buf || len == 0) return invalidArgument("{}: NULL or empty buffer", bufName);
   if (text.size() + 1 > len) return invalidArgument("len = {}: {} bytes are needed for '{}'", len, text.size() + 1, text);
-  std::memcpy(buf, text.data(), text.size());
+  if (!text.empty()) std::memcpy(buf, text.data(), text.size());  // an empty view's data() may be NULL
   buf[text.size()] = 0;
   return Status::ok();
 }
