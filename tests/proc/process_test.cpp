@@ -40,6 +40,13 @@ std::set<std::string> devShm() {
   return names;
 }
 
+// How many times `what` occurs in `out`.
+size_t count(const std::string& out, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = out.find(what); at != std::string::npos; at = out.find(what, at + 1)) ++n;
+  return n;
+}
+
 // Processes whose command line mentions `needle` (other than ourselves).
 int processesMatching(const std::string& needle) {
   int count = 0;
@@ -102,11 +109,6 @@ TEST_F(Process, ZcollBenchUnderZcollRunAndSpawned) {
 
 // -d all -o all (nccl-tests' flags): a table per type x op, each checked element by element.
 TEST_F(Process, ZcollBenchEveryTypeAndOp) {
-  auto count = [](const std::string& out, const std::string& what) {
-    size_t n = 0;
-    for (size_t at = out.find(what); at != std::string::npos; at = out.find(what, at + 1)) ++n;
-    return n;
-  };
   Result r = runCommand(bench_ + " allreduce -p 3 -d all -o all -b 8 -e 64K -f 64 -n 2 -w 1 -R 1");
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_EQ(count(r.out, "# Out of bounds values : 0 OK"), 50u) << r.out;
@@ -128,11 +130,6 @@ TEST_F(Process, ZcollBenchEveryTypeAndOp) {
 // sides of the thresholds; rank_prog memalloc adds 2-4 ranks, offsets, a rank on malloc'd buffers
 // (the fallback) and freed buffers.
 TEST_F(Process, ZeroCopyAllReduceOnMemAllocBuffers) {
-  auto count = [](const std::string& out, const std::string& what) {
-    size_t n = 0;
-    for (size_t at = out.find(what); at != std::string::npos; at = out.find(what, at + 1)) ++n;
-    return n;
-  };
   for (int n : {2, 3, 4}) {
     Result r = runCommand("ZCOLL_DEBUG=TRACE ZCOLL_DEBUG_SUBSYS=coll " + run_ + " -n " + std::to_string(n) + " " +
                           prog_ + " memalloc");
@@ -177,10 +174,7 @@ TEST_F(Process, ZeroCopyFallsBackAcrossPidNamespaces) {
   Result r = runCommand(cmd);
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_EQ(r.out.find("zero copy over"), std::string::npos) << r.out;
-  size_t warnings = 0;
-  for (size_t at = r.out.find("zero copy off"); at != std::string::npos; at = r.out.find("zero copy off", at + 1))
-    ++warnings;
-  EXPECT_EQ(warnings, 2u) << r.out;  // one per rank process
+  EXPECT_EQ(count(r.out, "zero copy off"), 2u) << r.out;  // one per rank process
 }
 
 TEST_F(Process, ZcollBenchSweepsEveryAlgorithm) {
