@@ -96,6 +96,13 @@ class Algorithm {
     (void)m;
     return 0.0;
   }
+  // Whether it is its collective's eager schedule (algorithms/eager.cpp): chosen by the selector's
+  // eager rule (ZCOLL_EAGER_BYTES) or by name, never by cost, and not calibrated - what it saves is
+  // the call path, which the cost model does not see.
+  virtual bool eager() const { return false; }
+  // Whether it runs operations on device buffers (a ZCOLL_ALGO rule naming one that does not falls
+  // through for them).
+  virtual bool servesDevice() const { return true; }
   // The same two questions with the communicator's host layout, which selection and calibration
   // ask; only the hierarchical algorithms look at the layout.
   virtual Status supportsOn(const patterns::HostLayout& hosts) const {

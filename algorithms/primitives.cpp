@@ -35,15 +35,25 @@ const char* Primitives::stepKind() const {
   return "send";
 }
 
-Status Primitives::waitFailure(WaitResult r, int peer, std::string_view what) const {
-  const std::string step = steps_ ? fmt::format(" at step {} ({}, {} bytes)", steps_, stepKind(), stepBytes_) : "";
-  const std::string where = fmt::format("{} #{} ({}, {} x {}): rank {}{} {} rank {}", collectiveName(op_.coll), op_.seq,
-                                        algoName_, op_.count, dataTypeName(op_.dtype), ctx_.rank, step, what, peer);
+Status waitFailure(WaitResult r, const std::string& where, int deadPeer) {
   if (r == WaitResult::Aborted) return Status(StatusCode::Aborted, where + ": communicator aborted");
   if (r == WaitResult::PeerDied)
-    return Status(StatusCode::RemoteError,
-                  fmt::format("{}: rank {}'s process has exited", where, ctx_.waiter->deadPeer()));
+    return Status(StatusCode::RemoteError, fmt::format("{}: rank {}'s process has exited", where, deadPeer));
   return Status(StatusCode::Timeout, where + ": timed out (is the peer alive and in the same collective?)");
+}
+
+Status chunkSizeMismatch(const OpArgs& op, std::string_view algo, int rank, size_t got, int peer, size_t due) {
+  return remoteError("{} #{} ({}): rank {} got a {}-byte chunk from rank {} where {} bytes were due: the ranks "
+                     "are not running the same collective",
+                     collectiveName(op.coll), op.seq, algo, rank, got, peer, due);
+}
+
+Status Primitives::waitFailure(WaitResult r, int peer, std::string_view what) const {
+  const std::string step = steps_ ? fmt::format(" at step {} ({}, {} bytes)", steps_, stepKind(), stepBytes_) : "";
+  return zcoll::waitFailure(r,
+                            fmt::format("{} #{} ({}, {} x {}): rank {}{} {} rank {}", collectiveName(op_.coll), op_.seq,
+                                        algoName_, op_.count, dataTypeName(op_.dtype), ctx_.rank, step, what, peer),
+                            ctx_.waiter->deadPeer());
 }
 
 Status Primitives::step(int recvPeer, int sendPeer, const void* local, void* dst, size_t n, bool reduce,
@@ -64,10 +74,7 @@ Status Primitives::step(int recvPeer, int sendPeer, const void* local, void* dst
     WaitResult r = ctx_.waiter->until([&] { return t->tryRecv(recvPeer, &in); },
                                       [&] { return t->peerExited(recvPeer) ? recvPeer : -1; });
     if (r != WaitResult::Ready) return waitFailure(r, recvPeer, "waiting for data from");
-    if (in.bytes != bytes)
-      return remoteError("{} #{} ({}): rank {} got a {}-byte chunk from rank {} where {} bytes were due: the ranks "
-                         "are not running the same collective",
-                         collectiveName(op_.coll), op_.seq, algoName_, ctx_.rank, in.bytes, recvPeer, bytes);
+    if (in.bytes != bytes) return chunkSizeMismatch(op_, algoName_, ctx_.rank, in.bytes, recvPeer, bytes);
   }
   if (sendPeer >= 0) {
     WaitResult r = ctx_.waiter->until([&] { return t->tryAcquireSend(sendPeer, &out); },

@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 
 #include "algorithms/algorithm.hpp"
 #include "algorithms/reduce/host_copy.hpp"
@@ -110,6 +111,12 @@ class Primitives {
   bool slotsOnHost_;     // the transport's slots are host memory (copies between them need no device)
   bool stream_;          // AlgoContext::streamStores, host operations only
 };
+
+// The Status of a wait that did not end in Ready; `where` names the op, the algorithm, the step and
+// the peer waited for; deadPeer: Waiter::deadPeer() (PeerDied).
+Status waitFailure(WaitResult r, const std::string& where, int deadPeer);
+// A chunk of `got` bytes from `peer` where `due` were: the ranks run different collectives.
+Status chunkSizeMismatch(const OpArgs& op, std::string_view algo, int rank, size_t got, int peer, size_t due);
 
 // Calls f(offset, n) for each chunk of [begin, end) (element offsets), stopping at the first failure.
 template <typename F>

@@ -24,6 +24,11 @@ namespace zcoll {
   X(directAllReduce)        \
   X(directReduceScatter)    \
   X(directAllGather)        \
+  X(eagerAllReduce)         \
+  X(eagerReduceScatter)     \
+  X(eagerReduce)            \
+  X(eagerAllGather)         \
+  X(eagerBroadcast)         \
   X(psAllReduce)            \
   X(treeAllReduce)          \
   X(treeBroadcast)          \
@@ -143,8 +148,8 @@ OpArgs opOfBytes(Collective coll, size_t bytes, int nranks) {
 
 }  // namespace
 
-AlgorithmSelector::AlgorithmSelector(std::vector<AlgoRule> rules, CostModel model, int nranks)
-    : model_(model), nranks_(nranks), hosts_(patterns::HostLayout::fromHostIds(std::vector<uint64_t>(static_cast<size_t>(nranks), 0))) {
+AlgorithmSelector::AlgorithmSelector(std::vector<AlgoRule> rules, CostModel model, int nranks, size_t eagerBytes)
+    : model_(model), nranks_(nranks), eagerBytes_(eagerBytes), hosts_(patterns::HostLayout::fromHostIds(std::vector<uint64_t>(static_cast<size_t>(nranks), 0))) {
   for (AlgoRule& r : rules) {
     ResolvedRule rr;
     for (const Algorithm* a : allAlgorithms())
@@ -163,6 +168,17 @@ void AlgorithmSelector::prepare() {
       std::string unused;
       table_[c][k] = cheapest(opOfBytes(static_cast<Collective>(c), classBytes(k), nranks_), &unused);
     }
+    // The eager rule: host ops up to eagerBytes_, below the first ZCOLL_ALGO rule for the collective.
+    eager_[c] = nullptr;
+    eagerEnd_[c] = 0;
+    for (const Algorithm* a : allAlgorithms())
+      if (static_cast<int>(a->collective()) == c && a->eager() && a->supportsOn(hosts_).isOk()) eager_[c] = a;
+    if (!eager_[c] || eagerBytes_ == 0) continue;
+    eagerEnd_[c] = eagerBytes_ + 1;
+    for (const ResolvedRule& r : rules_)
+      if ((r.rule.anyCollective || static_cast<int>(r.rule.coll) == c) && r.byCollective[c] &&
+          r.byCollective[c]->supportsOn(hosts_).isOk())
+        eagerEnd_[c] = std::min(eagerEnd_[c], r.rule.lo);
   }
 }
 
@@ -171,7 +187,7 @@ const Algorithm* AlgorithmSelector::cheapest(const OpArgs& op, std::string* reas
   const Algorithm* best = nullptr;
   double bestCost = 0;
   for (const Algorithm* a : allAlgorithms()) {
-    if (a->collective() != op.coll) continue;
+    if (a->collective() != op.coll || a->eager()) continue;
     Status s = a->supportsOn(hosts_);
     if (!s) {
       *reasons += fmt::format(" {}: {};", a->name(), s.message());
@@ -192,10 +208,14 @@ Status AlgorithmSelector::select(const OpArgs& op, int nranks, const Algorithm**
   if (forced) *forced = false;
   if (nranks != nranks_) return internalError("selector for {} ranks asked about {}", nranks_, nranks);
   const size_t bytes = opBytes(op.coll, op.count, op.dtype, nranks);
+  if (bytes < eagerEnd_[coll] && !op.device) {
+    *out = eager_[coll];
+    return Status::ok();
+  }
   for (const ResolvedRule& r : rules_) {
     if ((!r.rule.anyCollective && r.rule.coll != op.coll) || bytes < r.rule.lo || bytes >= r.rule.hi) continue;
     const Algorithm* a = r.byCollective[coll];
-    if (a && a->supportsOn(hosts_).isOk()) {
+    if (a && a->supportsOn(hosts_).isOk() && (!op.device || a->servesDevice())) {
       *out = a;
       if (forced) *forced = true;
       return Status::ok();

@@ -1,7 +1,8 @@
 // registry.hpp - every algorithm zcoll has, and the choice of one for a call.
 //
-// Selection, per call: the first ZCOLL_ALGO rule that matches the collective and size and names an
-// algorithm that supports the call; otherwise the supported algorithm with the lowest cost under the
+// Selection, per call: a host op up to ZCOLL_EAGER_BYTES that no ZCOLL_ALGO rule covers goes to its
+// collective's eager algorithm (algorithms/eager.cpp); otherwise the first ZCOLL_ALGO rule that
+// matches the collective and size and names an algorithm that supports the call; otherwise the supported algorithm with the lowest cost under the
 // communicator's measured CostModel. An algorithm that cannot serve a call says NotSupported and
 // selection falls through; if none can, the call fails with every reason.
 #pragma once
@@ -35,7 +36,9 @@ Status parseAlgoOverride(const std::string& text, std::vector<AlgoRule>* rules);
 class AlgorithmSelector {
  public:
   AlgorithmSelector() { prepare(); }
-  AlgorithmSelector(std::vector<AlgoRule> rules, CostModel model, int nranks);
+  // eagerBytes: host ops up to this size (opBytes' convention) go to the collective's eager
+  // algorithm unless a ZCOLL_ALGO rule covers them (0: never).
+  AlgorithmSelector(std::vector<AlgoRule> rules, CostModel model, int nranks, size_t eagerBytes = 0);
   const CostModel& model() const { return model_; }
   // Which ranks share a host (default: one host); hierarchical algorithms are chosen by it.
   void setHosts(patterns::HostLayout hosts) {
@@ -71,6 +74,9 @@ class AlgorithmSelector {
   int nranks_ = 1;
   patterns::HostLayout hosts_ = patterns::HostLayout::fromHostIds({0});
   const Algorithm* table_[kNumCollectives][kSizeClasses] = {};
+  size_t eagerBytes_ = 0;
+  const Algorithm* eager_[kNumCollectives] = {};
+  size_t eagerEnd_[kNumCollectives] = {};  // host ops of fewer bytes go to eager_ (0: none)
 };
 
 }  // namespace zcoll

@@ -90,7 +90,7 @@ Status Communicator::calibrate() {
   std::vector<const Algorithm*> algos;
   const Algorithm* barrier = nullptr;
   for (const Algorithm* a : allAlgorithms()) {
-    if (a->collective() == Collective::AllReduce && a->supportsOn(selector_.hosts()).isOk() &&
+    if (a->collective() == Collective::AllReduce && !a->eager() && a->supportsOn(selector_.hosts()).isOk() &&
         algos.size() < std::size(CostModel{}.allReduce))
       algos.push_back(a);
     if (a->collective() == Collective::Barrier) barrier = a;

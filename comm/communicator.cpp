@@ -44,7 +44,7 @@ Status Communicator::create(const UniqueIdFields& id, int nranks, int rank, cons
   std::vector<AlgoRule> rules;
   if (Status s = parseAlgoOverride(config.algo, &rules); !s) return s;
   std::unique_ptr<Communicator> c(new Communicator());
-  c->selector_ = AlgorithmSelector(std::move(rules), CostModel{}, nranks);
+  c->selector_ = AlgorithmSelector(std::move(rules), CostModel{}, nranks, static_cast<size_t>(config.eagerBytes));
   c->rank_ = rank;
   c->nranks_ = nranks;
   c->config_ = config;
@@ -87,6 +87,7 @@ Status Communicator::create(const UniqueIdFields& id, int nranks, int rank, cons
   if (!c->transport_)
     return notSupported("ZCOLL_TRANSPORTS='{}': none of these transports is built and usable here (built: {})",
                         config.transports, builtTransports());
+  c->hostChunkBytes_ = std::min<size_t>(static_cast<size_t>(c->config_.chunkBytes), c->transport_->chunkCapacity());
   c->planDevice(oneHost);
   if (config.calibrate)
     if (Status s = c->calibrate(); !s) return std::move(s).withContext(fmt::format("rank {}: calibration", rank));
@@ -190,7 +191,42 @@ Status Communicator::execute(const OpArgs& op) {
       return s;
     }
   }
+  // The eager schedule of a small host op takes the short path (no tracer: its figures come from
+  // the full one).
+  if (algo->eager() && !op.device && !tracer_) return executeEager(op, *algo);
   return execute(op, *algo, !forced);
+}
+
+Status Communicator::executeEager(const OpArgs& op, const Algorithm& algo) {
+  Transport* transport = transport_.get();
+  Waiter waiter = newWaiter(transport);
+  AlgoContext ctx;
+  ctx.rank = rank_;
+  ctx.nranks = nranks_;
+  ctx.transport = transport;
+  ctx.waiter = &waiter;
+  ctx.chunkBytes = hostChunkBytes_;
+  ctx.scratch = &scratch_;
+  Status s = algo.run(op, ctx);
+  if (s) s = awaitIdle(op, algo.name(), transport, &waiter);
+  if (s) {
+    lastAlgo_.store(&algo, std::memory_order_relaxed);
+  } else if (s.code() != StatusCode::InvalidUsage) {
+    recordFailure(s);
+  }
+  return s;
+}
+
+Status Communicator::awaitIdle(const OpArgs& op, std::string_view algoName, Transport* transport, Waiter* waiter) {
+  // The op's last frames leave this rank (and zero-copy sends stop reading the caller's buffers)
+  // before it returns: a rank that then blocks outside zcoll must not starve a peer.
+  const WaitResult r = waiter->until([&] { return transport->idle(); }, [] { return -1; });
+  if (r == WaitResult::Ready) return Status::ok();
+  return Status(r == WaitResult::Aborted ? StatusCode::Aborted : StatusCode::Timeout,
+                fmt::format("{} #{} ({}): rank {} could not hand its last {} sends over before the {}",
+                            collectiveName(op.coll), op.seq, algoName, rank_, transport->name(),
+                            r == WaitResult::Aborted ? "communicator was aborted"
+                                                     : "timeout (is a peer still receiving?)"));
 }
 
 Waiter Communicator::newWaiter(Transport* transport) {
@@ -203,7 +239,9 @@ AlgoContext Communicator::context(Waiter* waiter, Transport* transport) {
   ctx.nranks = nranks_;
   ctx.transport = transport;
   ctx.waiter = waiter;
-  ctx.chunkBytes = std::min<size_t>(static_cast<size_t>(config_.chunkBytes), transport->chunkCapacity());
+  ctx.chunkBytes = transport == transport_.get() ? hostChunkBytes_
+                                                 : std::min<size_t>(static_cast<size_t>(config_.chunkBytes),
+                                                                    transport->chunkCapacity());
   ctx.scratch = &scratch_;
   ctx.tracer = tracer_.get();
   ctx.hosts = &selector_.hosts();
@@ -264,16 +302,7 @@ Status Communicator::execute(const OpArgs& op, const Algorithm& algoRef, bool ze
   }
   const std::string_view algoName = ranZeroCopy ? kZeroCopyName : algo->name();
   if (s && !ranZeroCopy) s = algo->run(op, ctx);
-  if (s) {
-    // The op's last frames leave this rank (and zero-copy sends stop reading the caller's buffers)
-    // before it returns: a rank that then blocks outside zcoll must not starve a peer.
-    const WaitResult r = waiter.until([&] { return transport->idle(); }, [] { return -1; });
-    if (r != WaitResult::Ready)
-      s = Status(r == WaitResult::Aborted ? StatusCode::Aborted : StatusCode::Timeout,
-                 fmt::format("{} #{} ({}): rank {} could not hand its last {} sends over before the {}", collectiveName(op.coll),
-                             op.seq, algoName, rank_, transport->name(),
-                             r == WaitResult::Aborted ? "communicator was aborted" : "timeout (is a peer still receiving?)"));
-  }
+  if (s) s = awaitIdle(op, algoName, transport, &waiter);
   if (dev) {
     // Whatever happened, the device work queued for this op ends before the op does.
     Status d = dev->sync(waiter.deadline());

@@ -108,6 +108,11 @@ class Communicator {
   // bytes first offers its buffers for the zero-copy path (algorithms/zcopy.hpp); the automatic
   // choice only, never calibration.
   Status execute(const OpArgs& op, const Algorithm& algo, bool zeroCopy = false);
+  // The short path of an op the selector gave to an eager algorithm (host buffers, no tracer): the
+  // schedule and the idle wait, none of execute()'s device, zero-copy and tracing set-up.
+  Status executeEager(const OpArgs& op, const Algorithm& algo);
+  // Waits (bounded) until the transport has handed over everything this op committed.
+  Status awaitIdle(const OpArgs& op, std::string_view algoName, Transport* transport, Waiter* waiter);
   // Measures the cost model on the real transport (collective; rank 0's figures win).
   Status calibrate();
   // ZCOLL_CHECK: all-gathers op's signature and compares (collective; comm/check.cpp).
@@ -136,6 +141,7 @@ class Communicator {
   std::unique_ptr<Bootstrap> bootstrap_;
   std::unique_ptr<Transport> transport_;
   HostScratch scratch_;
+  size_t hostChunkBytes_ = 0;  // ZCOLL_CHUNK_SIZE within what the host transport's slots hold
   // Device buffers (when the process has a device runtime): the device this communicator was made
   // on, its stream for copies and kernels, the cuda_ipc transport when all ranks share this host, the
   // host-mapped counter of completed device ops that callers' streams wait on, and per caller stream

@@ -70,6 +70,8 @@ const std::vector<ConfigVariable>& configVariables() {
        [](const Config& c, L) { return std::to_string(c.streamBytes); }, nullptr},
       {"ZCOLL_ZERO_COPY", "1M", "all-reduces, reduce-scatters, all-gathers and broadcasts of at least this size whose buffers every rank allocated with zcollMemAlloc, on a communicator of one host (shm), run zero-copy: the ranks read each other's buffers in place; 0 = never (K/M/G suffixes)",
        [](const Config& c, L) { return std::to_string(c.zeroCopyBytes); }, nullptr},
+      {"ZCOLL_EAGER_BYTES", "256", "host all-reduces, reduce-scatters, reduces, all-gathers and broadcasts up to this size (zcoll-bench's size column) run the eager schedule: one round in which every rank sends its part straight to each rank that needs it, and a short call path; 0 = never (K/M/G suffixes; ZCOLL_ALGO rules take precedence)",
+       [](const Config& c, L) { return std::to_string(c.eagerBytes); }, nullptr},
       {"ZCOLL_ALGO", "(automatic)", "force algorithms: NAME, COLL:NAME or COLL:LO-HI:NAME, comma-separated",
        [](const Config& c, L) { return orText(c.algo, "(automatic)"); }, [](A a) { return a.algo != nullptr; }},
       {"ZCOLL_CHECK", "0", "1: before each collective, compare its signature across ranks; a mismatch fails every rank",
@@ -197,6 +199,7 @@ Status buildConfig(const zcollConfig_t* api, Config* out) {
   if (Status s = envPositive("ZCOLL_YIELD_NS", 0, int64_t{1} << 40, false, &c.yieldNs); !s) return s;
   if (Status s = envPositive("ZCOLL_STREAM_STORES", 0, int64_t{1} << 50, true, &c.streamBytes); !s) return s;
   if (Status s = envPositive("ZCOLL_ZERO_COPY", 0, int64_t{1} << 50, true, &c.zeroCopyBytes); !s) return s;
+  if (Status s = envPositive("ZCOLL_EAGER_BYTES", 0, int64_t{1} << 30, true, &c.eagerBytes); !s) return s;
   envString("ZCOLL_ALGO", &c.algo);
   int64_t check = c.check ? 1 : 0;
   if (Status s = envPositive("ZCOLL_CHECK", 0, 1, false, &check); !s) return s;

@@ -258,6 +258,8 @@ TEST_P(Matrix, ElementByElement) {
     GTEST_SKIP() << algoName << ": " << support.message() << " - tests/netns/run.sh checks it (tests/proc/collective_check.cpp)";
   // A parameter the algorithm does not serve (rhd reduce-scatter at 3 ranks) says so.
   if (!support) GTEST_SKIP() << algoName << " serves no case at " << nranks << " ranks: " << support.message();
+  // eager serves host buffers only (a ZCOLL_ALGO rule naming it falls through for device ops).
+  if (deviceBuffers() && !algo->servesDevice()) GTEST_SKIP() << algoName << " serves host buffers only";
   RankPool pool(nranks, smallChunks(algoName.c_str()));
   ASSERT_TRUE(pool.ok());
   const bool reduces = coll == Coll::AllReduce || coll == Coll::ReduceScatter || coll == Coll::Reduce;

@@ -43,6 +43,38 @@ TEST(AlgoOverride, RangesAndFallThrough) {
   EXPECT_NE(chosen(s3, rs, 3), "rhd");  // rhd needs a power of two: falls through to the model
 }
 
+// The eager rule: host ops up to the limit go to their collective's eager algorithm unless a
+// ZCOLL_ALGO rule covers them; device ops, larger ones and collectives without one never.
+TEST(Eager, BelowTheLimitUnlessARuleSaysOtherwise) {
+  AlgorithmSelector s({}, CostModel{}, 4, 256);
+  EXPECT_EQ(chosen(s, allReduce(64), 4), "eager");   // 256 B
+  EXPECT_EQ(chosen(s, allReduce(0), 4), "eager");
+  EXPECT_NE(chosen(s, allReduce(65), 4), "eager");   // 260 B
+  OpArgs device = allReduce(2);
+  device.device = true;
+  EXPECT_NE(chosen(s, device, 4), "eager");
+  for (Collective c : {Collective::Broadcast, Collective::Reduce, Collective::AllGather, Collective::ReduceScatter}) {
+    OpArgs op{c, nullptr, nullptr, 4, DataType::Float32};  // 16 B a block: 16 or 64 B
+    EXPECT_EQ(chosen(s, op, 4), "eager") << collectiveName(c);
+  }
+  OpArgs gather{Collective::Gather, nullptr, nullptr, 1, DataType::Float32};
+  EXPECT_NE(chosen(s, gather, 4), "eager");
+  EXPECT_NE(chosen(AlgorithmSelector({}, CostModel{}, 4, 0), allReduce(2), 4), "eager");  // 0: off
+  EXPECT_NE(chosen(AlgorithmSelector({}, CostModel{}, 65, 256), allReduce(2), 65), "eager");  // too many ranks
+
+  std::vector<AlgoRule> rules;
+  ASSERT_TRUE(parseAlgoOverride("allreduce:128-:ring,broadcast:tree", &rules).isOk());
+  AlgorithmSelector r(rules, CostModel{}, 4, 256);
+  EXPECT_EQ(chosen(r, allReduce(31), 4), "eager");  // 124 B: below the rule
+  EXPECT_EQ(chosen(r, allReduce(32), 4), "ring");   // 128 B: the rule, though under the limit
+  OpArgs bcast{Collective::Broadcast, nullptr, nullptr, 1, DataType::Float32};
+  EXPECT_EQ(chosen(r, bcast, 4), "tree");
+  OpArgs ag{Collective::AllGather, nullptr, nullptr, 1, DataType::Float32};
+  EXPECT_EQ(chosen(r, ag, 4), "eager");  // no rule for it
+  ASSERT_TRUE(parseAlgoOverride("eager", &rules).isOk());
+  EXPECT_EQ(chosen(AlgorithmSelector(rules, CostModel{}, 4, 0), allReduce(1 << 20), 4), "eager");  // by name
+}
+
 TEST(CostModel, LatencyThenBandwidth) {
   CostModel m;
   m.alpha = 5e-6;
