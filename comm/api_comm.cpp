@@ -8,11 +8,13 @@
 #include <mutex>
 #include <shared_mutex>
 #include <unordered_set>
+#include <vector>
 
 #include "algorithms/registry.hpp"
 #include "comm/boundary.hpp"
 #include "comm/handles.hpp"
 #include "comm/log.hpp"
+#include "comm/membarrier.hpp"
 #include "comm/shared_memory.hpp"
 
 namespace zcoll {
@@ -42,6 +44,48 @@ struct ValidatedHandle {
   uint64_t epoch = 0;
 };
 thread_local ValidatedHandle tValidated;
+
+// The CallSlots (handles.hpp), guarded by gSlotsMutex; never freed.
+std::mutex gSlotsMutex;
+std::vector<CallSlot*>& callSlots() {
+  static auto* slots = new std::vector<CallSlot*>;
+  return *slots;
+}
+// This thread's slot (null until its first validation where membarrier serves). A plain pointer: a
+// thread-local with a destructor would cost an initialisation check on every call.
+thread_local CallSlot* tSlot = nullptr;
+// Hands the slot back when the thread exits (constructed by takeSlot() only).
+struct SlotRelease {
+  bool armed = false;
+  ~SlotRelease() {
+    if (armed && tSlot) tSlot->owned.store(false, std::memory_order_release);
+  }
+};
+thread_local SlotRelease tSlotRelease;
+
+void takeSlot() {
+  if (!processBarrierAvailable()) return;
+  std::lock_guard lock(gSlotsMutex);
+  for (CallSlot* s : callSlots())
+    if (!s->owned.load(std::memory_order_relaxed)) {
+      tSlot = s;
+      break;
+    }
+  if (!tSlot) {
+    tSlot = new CallSlot;
+    callSlots().push_back(tSlot);
+  }
+  tSlot->owned.store(true, std::memory_order_relaxed);
+  tSlotRelease.armed = true;
+}
+
+// Whether a call announced in a CallSlot is inside `handle`.
+bool inSomeSlot(zcollComm_t handle) {
+  std::lock_guard lock(gSlotsMutex);
+  for (const CallSlot* s : callSlots())
+    if (s->inCall.load(std::memory_order_acquire) == handle) return true;
+  return false;
+}
 
 Status initRank(zcollComm_t* comm, int nranks, const UniqueIdFields& id, int rank, const zcollConfig_t* apiConfig) {
   if (!comm) return invalidArgument("comm: NULL output pointer");
@@ -94,7 +138,10 @@ bool unregisterHandle(zcollComm_t comm) {
 }
 
 void retireHandle(zcollComm_t handle) {
-  while (handle->activeCalls.load(std::memory_order_seq_cst) > 0) {
+  // unregisterHandle moved the epoch: after this fence on every thread, a call announced in a slot
+  // before it is visible here, and one announced after it sees the new epoch and backs out.
+  if (processBarrierAvailable()) processBarrier();
+  while (handle->activeCalls.load(std::memory_order_seq_cst) > 0 || inSomeSlot(handle)) {
     struct timespec ts{0, 200'000};
     nanosleep(&ts, nullptr);
   }
@@ -106,6 +153,21 @@ void retireHandle(zcollComm_t handle) {
 Status CommRef::acquire(zcollComm_t handle, const char* argName) {
   if (!handle) return invalidArgument("{}: NULL communicator", argName);
   if (tValidated.handle == handle) {
+    CallSlot* slot = tSlot;
+    if (slot && !slot->inCall.load(std::memory_order_relaxed)) {
+      // Announce the call in this thread's slot, then check no handle died since this thread
+      // validated it; retireHandle's processBarrier() orders the two (handles.hpp).
+      slot->inCall.store(handle, std::memory_order_relaxed);
+      lightBarrier();
+      if (gHandleEpoch.load(std::memory_order_relaxed) == tValidated.epoch) {
+        slot_ = slot;
+        handle_ = handle;
+        comm_ = handle->impl.get();
+        return Status::ok();
+      }
+      slot->inCall.store(nullptr, std::memory_order_release);
+      return acquireLocked(handle, argName);
+    }
     // Announce the call, then check no handle died since this thread validated it (both seq_cst:
     // unregisterHandle bumps the epoch before retireHandle reads activeCalls, so either this sees
     // the new epoch or the destroyer waits for this call).
@@ -117,6 +179,11 @@ Status CommRef::acquire(zcollComm_t handle, const char* argName) {
     }
     handle->activeCalls.fetch_sub(1, std::memory_order_release);
   }
+  return acquireLocked(handle, argName);
+}
+
+Status CommRef::acquireLocked(zcollComm_t handle, const char* argName) {
+  if (!tSlot) takeSlot();  // the next call of this thread takes the fast path
   std::shared_lock lock(gHandlesMutex);
   if (!handles().count(handle))
     return invalidUsage("{}: not a live communicator (destroyed, aborted or never created)", argName);

@@ -9,6 +9,13 @@
 // live); the same handle at the same epoch is still live. A handle's memory is never returned to
 // the allocator (destroyed handles are reused by later inits, under a new epoch), so that check
 // may touch a handle destroyed a moment ago.
+//
+// A call announces itself to destroy/abort in its thread's CallSlot (a plain store) where the process
+// can use membarrier (comm/membarrier.hpp): the destroyer bumps the epoch, fences every thread
+// (processBarrier), then waits until no slot names the handle - a call that announced itself before
+// is seen, one that announces itself after sees the new epoch and backs out. No locked instruction
+// on a call's path. Elsewhere, and for a second handle held by the same thread (a group), the call
+// counts itself in the handle's activeCalls (two locked adds per call).
 #pragma once
 
 #include <atomic>
@@ -19,13 +26,21 @@
 
 struct zcollComm {
   std::unique_ptr<zcoll::Communicator> impl;
-  // API calls inside this communicator now (destroy and abort wait for them to leave).
+  // API calls inside this communicator now that are not in a CallSlot (destroy and abort wait for
+  // them to leave).
   std::atomic<int> activeCalls{0};
 };
 
 // zcollRequest_t is a zcoll::Request* (reinterpret_cast at the boundary).
 
 namespace zcoll {
+
+// One per thread that has called through the fast path (reused after the thread exits; never freed):
+// the handle its current call is in, or null.
+struct CallSlot {
+  std::atomic<zcollComm_t> inCall{nullptr};
+  std::atomic<bool> owned{false};
+};
 
 // A handle for `impl` (a reused one or a new one), registered as live.
 zcollComm_t registerHandle(std::unique_ptr<Communicator> impl);
@@ -41,7 +56,8 @@ class CommRef {
   CommRef(const CommRef&) = delete;
   CommRef& operator=(const CommRef&) = delete;
   ~CommRef() {
-    if (handle_) handle_->activeCalls.fetch_sub(1, std::memory_order_release);
+    if (slot_) slot_->inCall.store(nullptr, std::memory_order_release);
+    else if (handle_) handle_->activeCalls.fetch_sub(1, std::memory_order_release);
   }
   // Validates `handle` and pins its communicator until this CommRef goes away.
   Status acquire(zcollComm_t handle, const char* argName = "comm");
@@ -49,8 +65,12 @@ class CommRef {
   Communicator* get() const { return comm_; }
 
  private:
+  // The registry's verdict, under its lock (the first call of a thread, or after the epoch moved).
+  Status acquireLocked(zcollComm_t handle, const char* argName);
+
   zcollComm_t handle_ = nullptr;
   Communicator* comm_ = nullptr;
+  CallSlot* slot_ = nullptr;  // the call is announced here, not in handle_->activeCalls
 };
 
 }  // namespace zcoll

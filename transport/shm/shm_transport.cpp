@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "comm/log.hpp"
+#include "comm/membarrier.hpp"
 #include "transport/shm/memfd_exchange.hpp"
 
 namespace zcoll::shm {
@@ -82,6 +83,8 @@ Status ShmTransport::create(Bootstrap& boot, const Config& config, const std::at
   h->pid = getpid();
   h->slotBytes = t->layout_.slotBytes;
   h->nonce = boot.nonce();
+  h->hostBarrier = hostBarrierAvailable() ? 1 : 0;
+  t->lightRing_ = h->hostBarrier != 0;
 
   std::vector<Fd> fds;
   if (Status s = exchangeMemfds(boot, others, memfd.get(), deadline, abort, &fds); !s) return s;
@@ -117,6 +120,7 @@ Status ShmTransport::create(Bootstrap& boot, const Config& config, const std::at
           "shm: rank {}'s segment does not match this rank's (slots {} vs {}, chunk {} vs {} bytes): "
           "ZCOLL_CHUNK_SIZE and ZCOLL_FIFO_SLOTS must be the same on all ranks",
           r, p.header->slots, t->layout_.slots, p.header->slotBytes, t->layout_.slotBytes);
+    t->lightRing_ = t->lightRing_ && p.header->hostBarrier != 0;  // every rank of the group, or none
     int out = Layout::fifoIndex(local(r), local(rank));
     int in = Layout::fifoIndex(local(rank), local(r));
     p.outCtrl = reinterpret_cast<FifoCtrl*>(p.segment + t->layout_.ctrlOffset(out));
@@ -144,8 +148,9 @@ Status ShmTransport::create(Bootstrap& boot, const Config& config, const std::at
   // Nobody may write into a FIFO before its owner has mapped... the owner mapped before sending its
   // fd, and the barrier makes every mapping complete before any rank uses the transport.
   if (Status s = boot.barrier(); !s) return std::move(s).withContext("shm: barrier after mapping");
-  ZCOLL_INFO(Shm, rank, "{} transport: {} ranks, {} slots x {} bytes per peer, {} bytes per segment{}", t->name(),
-             nranks, t->layout_.slots, t->layout_.slotBytes, bytes,
+  ZCOLL_INFO(Shm, rank, "{} transport: {} ranks, {} slots x {} bytes per peer, {} bytes per segment, sleep/wake {}{}",
+             t->name(), nranks, t->layout_.slots, t->layout_.slotBytes, bytes,
+             t->lightRing_ ? "fenced by the sleeper (membarrier)" : "fenced on both sides",
              device ? fmt::format(", {} bytes of device memory", t->deviceMapped_) : std::string());
   *out = std::move(t);
   return Status::ok();
@@ -161,9 +166,11 @@ ShmTransport::~ShmTransport() {
     if (d) device_->freeShareable(d, deviceMapped_);
 }
 
-void ShmTransport::ring(const Peer& p) {
-  // Pairs with prepareSleep(): either the sleeper sees our publish, or we see it sleeping.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+void ShmTransport::ring(const Peer& p) const {
+  // Pairs with prepareSleep(): either the sleeper sees our publish, or we see it sleeping. With
+  // lightRing_ the sleeper's hostBarrier() is the fence on this side.
+  if (lightRing_) lightBarrier();
+  else std::atomic_thread_fence(std::memory_order_seq_cst);
   SegmentHeader* header = p.header;
   if (header->sleepers.load(std::memory_order_relaxed) != 0) {
     header->doorbell.fetch_add(1, std::memory_order_seq_cst);
@@ -213,12 +220,16 @@ void ShmTransport::releaseRecv(int peer) {
 }
 
 uint32_t ShmTransport::prepareSleep() {
+  uint32_t token = 0;
   if (wakeFd_.valid()) {
     myHeader_->fdSleepers.fetch_add(1, std::memory_order_seq_cst);
-    return 0;
+  } else {
+    token = myHeader_->doorbell.load(std::memory_order_seq_cst);
+    myHeader_->sleepers.fetch_add(1, std::memory_order_seq_cst);
   }
-  uint32_t token = myHeader_->doorbell.load(std::memory_order_seq_cst);
-  myHeader_->sleepers.fetch_add(1, std::memory_order_seq_cst);
+  // The peers' ring() has no fence of its own: a full fence on each of them now, so that a publish
+  // before it is seen by our re-check and a ring() after it sees us asleep.
+  if (lightRing_) hostBarrier();
   return token;
 }
 

@@ -6,7 +6,7 @@
 // memory goes away with the last mapping, even after kill -9.
 // Cost per chunk: the sender writes the slot (one pass over the data, often fused with a reduction),
 // the receiver reads it; two atomic stores and a doorbell check per chunk; no syscall unless the
-// other side sleeps. A chunk of at most kInlineBytes travels inside its slot's header line (one
+// other side sleeps, no fence where membarrier serves (the sleeper fences for both). A chunk of at most kInlineBytes travels inside its slot's header line (one
 // cache-line transfer).
 #pragma once
 
@@ -91,12 +91,16 @@ class ShmTransport final : public Transport {
   static void dropImports(Peer& p);
 
   ShmTransport() = default;
-  static void ring(const Peer& p);
+  void ring(const Peer& p) const;
 
   Layout layout_;
   int rank_ = 0;
   size_t stride_ = 0;
   bool inlineSmall_ = true;  // host slots: small chunks are copied into the slot header
+  // Every rank of the group takes hostBarrier()s: ring() orders its publish before its look at the
+  // peer's sleepers with a compiler barrier, and a rank going to sleep pays the fence for both sides
+  // (an 8-byte op's seq_cst fence drained the store buffer, whose slot line was still on its way).
+  bool lightRing_ = false;
   uint8_t* mine_ = nullptr;
   SegmentHeader* myHeader_ = nullptr;
   std::vector<Peer> peers_;

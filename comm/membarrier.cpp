@@ -1,0 +1,60 @@
+// membarrier.cpp - see membarrier.hpp.
+#include "comm/membarrier.hpp"
+
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+
+namespace zcoll {
+namespace {
+
+long membarrier(int cmd) { return ::syscall(SYS_membarrier, cmd, 0, 0); }
+
+// Registration for one command, per process: a child of fork() registers again (the kernel keeps
+// the state with the address space, which the child does not share).
+class Registration {
+ public:
+  Registration(int cmd, int registerCmd) : cmd_(cmd), registerCmd_(registerCmd) {}
+  bool available() {
+    const int pid = ::getpid();
+    if (pid_.load(std::memory_order_acquire) == pid) return ok_.load(std::memory_order_relaxed);
+    const long mask = membarrier(MEMBARRIER_CMD_QUERY);
+    const bool ok = mask > 0 && (mask & cmd_) != 0 && (mask & registerCmd_) != 0 && membarrier(registerCmd_) == 0;
+    ok_.store(ok, std::memory_order_relaxed);
+    pid_.store(pid, std::memory_order_release);
+    return ok;
+  }
+  // After available(): the fence. Registered, it cannot fail; if it does (registration lost), it
+  // registers and tries again, and a full fence here is all that is left.
+  void barrier() {
+    if (membarrier(cmd_) == 0) return;
+    if (membarrier(registerCmd_) == 0 && membarrier(cmd_) == 0) return;
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+  }
+
+ private:
+  const int cmd_, registerCmd_;
+  std::atomic<int> pid_{0};
+  std::atomic<bool> ok_{false};
+};
+
+Registration& processRegistration() {
+  static Registration r(MEMBARRIER_CMD_PRIVATE_EXPEDITED, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED);
+  return r;
+}
+
+Registration& hostRegistration() {
+  static Registration r(MEMBARRIER_CMD_GLOBAL_EXPEDITED, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED);
+  return r;
+}
+
+}  // namespace
+
+bool processBarrierAvailable() { return processRegistration().available(); }
+void processBarrier() { processRegistration().barrier(); }
+bool hostBarrierAvailable() { return hostRegistration().available(); }
+void hostBarrier() { hostRegistration().barrier(); }
+
+}  // namespace zcoll
