@@ -149,7 +149,10 @@ OpArgs opOfBytes(Collective coll, size_t bytes, int nranks) {
 }  // namespace
 
 AlgorithmSelector::AlgorithmSelector(std::vector<AlgoRule> rules, CostModel model, int nranks, size_t eagerBytes)
-    : model_(model), nranks_(nranks), eagerBytes_(eagerBytes), hosts_(patterns::HostLayout::fromHostIds(std::vector<uint64_t>(static_cast<size_t>(nranks), 0))) {
+    : model_(model),
+      nranks_(nranks),
+      hosts_(patterns::HostLayout::fromHostIds(std::vector<uint64_t>(static_cast<size_t>(nranks), 0))),
+      eagerBytes_(eagerBytes) {
   for (AlgoRule& r : rules) {
     ResolvedRule rr;
     for (const Algorithm* a : allAlgorithms())
@@ -168,13 +171,14 @@ void AlgorithmSelector::prepare() {
       std::string unused;
       table_[c][k] = cheapest(opOfBytes(static_cast<Collective>(c), classBytes(k), nranks_), &unused);
     }
-    // The eager rule: host ops up to eagerBytes_, below the first ZCOLL_ALGO rule for the collective.
+    // The eager rule: host ops of which each rank sends at most eagerBytes_ in the eager round (the
+    // op's size to each of N-1 peers), below the first ZCOLL_ALGO rule for the collective.
     eager_[c] = nullptr;
     eagerEnd_[c] = 0;
     for (const Algorithm* a : allAlgorithms())
       if (static_cast<int>(a->collective()) == c && a->eager() && a->supportsOn(hosts_).isOk()) eager_[c] = a;
     if (!eager_[c] || eagerBytes_ == 0) continue;
-    eagerEnd_[c] = eagerBytes_ + 1;
+    eagerEnd_[c] = eagerBytes_ / static_cast<size_t>(std::max(1, nranks_ - 1)) + 1;
     for (const ResolvedRule& r : rules_)
       if ((r.rule.anyCollective || static_cast<int>(r.rule.coll) == c) && r.byCollective[c] &&
           r.byCollective[c]->supportsOn(hosts_).isOk())

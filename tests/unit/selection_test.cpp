@@ -43,10 +43,10 @@ TEST(AlgoOverride, RangesAndFallThrough) {
   EXPECT_NE(chosen(s3, rs, 3), "rhd");  // rhd needs a power of two: falls through to the model
 }
 
-// The eager rule: host ops up to the limit go to their collective's eager algorithm unless a
+// The eager rule: host ops up to the limit / (N-1) go to their collective's eager algorithm unless a
 // ZCOLL_ALGO rule covers them; device ops, larger ones and collectives without one never.
 TEST(Eager, BelowTheLimitUnlessARuleSaysOtherwise) {
-  AlgorithmSelector s({}, CostModel{}, 4, 256);
+  AlgorithmSelector s({}, CostModel{}, 4, 768);  // 256 B to each of 3 peers
   EXPECT_EQ(chosen(s, allReduce(64), 4), "eager");   // 256 B
   EXPECT_EQ(chosen(s, allReduce(0), 4), "eager");
   EXPECT_NE(chosen(s, allReduce(65), 4), "eager");   // 260 B
@@ -60,11 +60,15 @@ TEST(Eager, BelowTheLimitUnlessARuleSaysOtherwise) {
   OpArgs gather{Collective::Gather, nullptr, nullptr, 1, DataType::Float32};
   EXPECT_NE(chosen(s, gather, 4), "eager");
   EXPECT_NE(chosen(AlgorithmSelector({}, CostModel{}, 4, 0), allReduce(2), 4), "eager");  // 0: off
-  EXPECT_NE(chosen(AlgorithmSelector({}, CostModel{}, 65, 256), allReduce(2), 65), "eager");  // too many ranks
+  EXPECT_NE(chosen(AlgorithmSelector({}, CostModel{}, 65, 1 << 20), allReduce(2), 65), "eager");  // too many ranks
+  EXPECT_EQ(chosen(AlgorithmSelector({}, CostModel{}, 2, 768), allReduce(192), 2), "eager");   // 768 B to 1 peer
+  EXPECT_NE(chosen(AlgorithmSelector({}, CostModel{}, 2, 768), allReduce(193), 2), "eager");
+  EXPECT_EQ(chosen(AlgorithmSelector({}, CostModel{}, 1, 768), allReduce(192), 1), "eager");   // 1 rank: the op
+  EXPECT_NE(chosen(AlgorithmSelector({}, CostModel{}, 1, 768), allReduce(193), 1), "eager");
 
   std::vector<AlgoRule> rules;
   ASSERT_TRUE(parseAlgoOverride("allreduce:128-:ring,broadcast:tree", &rules).isOk());
-  AlgorithmSelector r(rules, CostModel{}, 4, 256);
+  AlgorithmSelector r(rules, CostModel{}, 4, 768);
   EXPECT_EQ(chosen(r, allReduce(31), 4), "eager");  // 124 B: below the rule
   EXPECT_EQ(chosen(r, allReduce(32), 4), "ring");   // 128 B: the rule, though under the limit
   OpArgs bcast{Collective::Broadcast, nullptr, nullptr, 1, DataType::Float32};
