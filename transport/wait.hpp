@@ -55,8 +55,16 @@ class Waiter {
   // sleep slice - deadPeer() names a rank we wait for whose process has exited (-1: none). A peer that
   // exited after handing over everything we need is no failure: ready() is asked first.
   template <typename Ready, typename DeadPeer>
-  WaitResult until(Ready&& ready, DeadPeer&& deadPeer) {
+  __attribute__((always_inline)) WaitResult until(Ready&& ready, DeadPeer&& deadPeer) {
+    // The common case, inline: the chunk or the slot is there (an out-of-line call per chunk cost
+    // a 2-rank 8-byte broadcast 6 %).
     if (ready()) return WaitResult::Ready;
+    return wait(ready, deadPeer);
+  }
+
+ private:
+  template <typename Ready, typename DeadPeer>
+  __attribute__((noinline)) WaitResult wait(Ready& ready, DeadPeer& deadPeer) {
     // A short wait (the peer's next line is on its way) reads no clock: a clock read costs 20-50 ns
     // in a VM, which a rank waiting on the critical path adds to the op when the data lands (2-rank
     // 8 B all-reduce 151 -> 144 ns). Not when ranks share cores: there the spin must stay short (4
@@ -111,7 +119,6 @@ class Waiter {
     }
   }
 
- private:
   Transport* transport_;
   WaitPolicy policy_;
   static constexpr int64_t kUnset = INT64_MIN;

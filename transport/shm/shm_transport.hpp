@@ -77,6 +77,8 @@ class ShmTransport final : public Transport {
     uint64_t sendHead = 0;          // chunks I published to the peer
     uint64_t cachedTail = 0;        // the peer's tail as last read
     uint64_t recvTail = 0;          // chunks I released from the peer
+    size_t sendIndex = 0;           // sendHead and recvTail modulo the slots (no division per chunk)
+    size_t recvIndex = 0;
     Fd wakeFd;                      // the peer's wake eventfd (mixed communicators)
     // The peer's zcollMemAlloc allocations mapped here, valid while its free generation is this.
     struct Imported {
@@ -92,6 +94,7 @@ class ShmTransport final : public Transport {
 
   ShmTransport() = default;
   void ring(const Peer& p) const;
+  size_t nextIndex(size_t i) const { return i + 1 == static_cast<size_t>(layout_.slots) ? 0 : i + 1; }
 
   Layout layout_;
   int rank_ = 0;
