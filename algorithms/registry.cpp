@@ -171,8 +171,8 @@ void AlgorithmSelector::prepare() {
       std::string unused;
       table_[c][k] = cheapest(opOfBytes(static_cast<Collective>(c), classBytes(k), nranks_), &unused);
     }
-    // The eager rule: host ops of which each rank sends at most eagerBytes_ in the eager round (the
-    // op's size to each of N-1 peers), below the first ZCOLL_ALGO rule for the collective.
+    // The eager rule: host ops up to eagerBytes_ / (N-1) (all-reduce, broadcast: what a rank sends
+    // to each of N-1 peers), below the lower bound of every ZCOLL_ALGO rule for the collective.
     eager_[c] = nullptr;
     eagerEnd_[c] = 0;
     for (const Algorithm* a : allAlgorithms())

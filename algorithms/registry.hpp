@@ -1,7 +1,8 @@
 // registry.hpp - every algorithm zcoll has, and the choice of one for a call.
 //
-// Selection, per call: a host op up to ZCOLL_EAGER_BYTES / (N-1) that no ZCOLL_ALGO rule covers goes to its
-// collective's eager algorithm (algorithms/eager.cpp); otherwise the first ZCOLL_ALGO rule that
+// Selection, per call: a host op up to ZCOLL_EAGER_BYTES / (N-1), below the lower bound of every
+// ZCOLL_ALGO rule for its collective, goes to the collective's eager algorithm (algorithms/eager.cpp);
+// otherwise the first ZCOLL_ALGO rule that
 // matches the collective and size and names an algorithm that supports the call; otherwise the supported algorithm with the lowest cost under the
 // communicator's measured CostModel. An algorithm that cannot serve a call says NotSupported and
 // selection falls through; if none can, the call fails with every reason.
@@ -36,9 +37,9 @@ Status parseAlgoOverride(const std::string& text, std::vector<AlgoRule>* rules);
 class AlgorithmSelector {
  public:
   AlgorithmSelector() { prepare(); }
-  // eagerBytes: host ops up to eagerBytes / (nranks - 1) (opBytes' convention: what a rank sends to
-  // each peer in the eager round) go to the collective's eager algorithm unless a ZCOLL_ALGO rule
-  // covers them (0: never).
+  // eagerBytes: host ops up to eagerBytes / (nranks - 1) (opBytes' convention) go to the
+  // collective's eager algorithm, below the lower bound of every ZCOLL_ALGO rule for the collective
+  // (0: never).
   AlgorithmSelector(std::vector<AlgoRule> rules, CostModel model, int nranks, size_t eagerBytes = 0);
   const CostModel& model() const { return model_; }
   // Which ranks share a host (default: one host); hierarchical algorithms are chosen by it.

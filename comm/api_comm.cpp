@@ -51,32 +51,44 @@ std::vector<CallSlot*>& callSlots() {
   static auto* slots = new std::vector<CallSlot*>;
   return *slots;
 }
-// This thread's slot (null until its first validation where membarrier serves). A plain pointer: a
-// thread-local with a destructor would cost an initialisation check on every call.
+// This thread's slot (null until its first validation where membarrier serves, and again once the
+// thread exits). Plain thread-locals: one with a destructor costs an initialisation check per call.
 thread_local CallSlot* tSlot = nullptr;
-// Hands the slot back when the thread exits (constructed by takeSlot() only).
+// Whether this thread already asked for a slot (it never asks twice: no syscall per slow path).
+thread_local bool tSlotAsked = false;
+// Set when a processBarrier() failed (retireHandle): no new announcement goes into a slot.
+std::atomic<bool> gSlotsOff{false};
+std::atomic<bool> gSlotsUsed{false};  // some thread has a slot: destroy must fence
+// Hands the slot back when the thread exits (constructed by takeSlot() only). A call made after
+// this (a later thread-local's destructor) finds no slot and counts itself in activeCalls.
 struct SlotRelease {
-  bool armed = false;
+  bool armed = false;  // set when this thread takes its slot (which constructs this object)
   ~SlotRelease() {
-    if (armed && tSlot) tSlot->owned.store(false, std::memory_order_release);
+    if (!tSlot) return;
+    tSlot->owned.store(false, std::memory_order_release);
+    tSlot = nullptr;
   }
 };
 thread_local SlotRelease tSlotRelease;
 
 void takeSlot() {
+  tSlotAsked = true;
   if (!processBarrierAvailable()) return;
   std::lock_guard lock(gSlotsMutex);
+  CallSlot* mine = nullptr;
   for (CallSlot* s : callSlots())
     if (!s->owned.load(std::memory_order_relaxed)) {
-      tSlot = s;
+      mine = s;
       break;
     }
-  if (!tSlot) {
-    tSlot = new CallSlot;
-    callSlots().push_back(tSlot);
+  if (!mine) {
+    mine = new CallSlot;
+    callSlots().push_back(mine);
   }
-  tSlot->owned.store(true, std::memory_order_relaxed);
-  tSlotRelease.armed = true;
+  mine->owned.store(true, std::memory_order_relaxed);
+  gSlotsUsed.store(true, std::memory_order_seq_cst);
+  tSlotRelease.armed = true;  // constructs it: its destructor runs when this thread exits
+  tSlot = mine;
 }
 
 // Whether a call announced in a CallSlot is inside `handle`.
@@ -140,7 +152,15 @@ bool unregisterHandle(zcollComm_t comm) {
 void retireHandle(zcollComm_t handle) {
   // unregisterHandle moved the epoch: after this fence on every thread, a call announced in a slot
   // before it is visible here, and one announced after it sees the new epoch and backs out.
-  if (processBarrierAvailable()) processBarrier();
+  if (gSlotsUsed.load(std::memory_order_seq_cst) && !processBarrier()) {
+    // No fence to be had (the kernel refused it after registration): slots are off from now on,
+    // and the scan waits a grace period in which any announcement still in a store buffer
+    // (drained in microseconds; at once by a context switch) becomes visible.
+    gSlotsOff.store(true, std::memory_order_seq_cst);
+    ZCOLL_WARN(Init, -1, "membarrier failed after registration: API calls count themselves in the handle from now on");
+    struct timespec grace{0, 20'000'000};
+    nanosleep(&grace, nullptr);
+  }
   while (handle->activeCalls.load(std::memory_order_seq_cst) > 0 || inSomeSlot(handle)) {
     struct timespec ts{0, 200'000};
     nanosleep(&ts, nullptr);
@@ -154,7 +174,7 @@ Status CommRef::acquire(zcollComm_t handle, const char* argName) {
   if (!handle) return invalidArgument("{}: NULL communicator", argName);
   if (tValidated.handle == handle) {
     CallSlot* slot = tSlot;
-    if (slot && !slot->inCall.load(std::memory_order_relaxed)) {
+    if (slot && !slot->inCall.load(std::memory_order_relaxed) && !gSlotsOff.load(std::memory_order_relaxed)) {
       // Announce the call in this thread's slot, then check no handle died since this thread
       // validated it; retireHandle's processBarrier() orders the two (handles.hpp).
       slot->inCall.store(handle, std::memory_order_relaxed);
@@ -183,7 +203,7 @@ Status CommRef::acquire(zcollComm_t handle, const char* argName) {
 }
 
 Status CommRef::acquireLocked(zcollComm_t handle, const char* argName) {
-  if (!tSlot) takeSlot();  // the next call of this thread takes the fast path
+  if (!tSlotAsked) takeSlot();  // the next call of this thread takes the fast path
   std::shared_lock lock(gHandlesMutex);
   if (!handles().count(handle))
     return invalidUsage("{}: not a live communicator (destroyed, aborted or never created)", argName);

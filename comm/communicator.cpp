@@ -194,10 +194,13 @@ Status Communicator::execute(const OpArgs& op) {
   // The eager schedule of a small host op takes the short path (no tracer: its figures come from
   // the full one).
   if (algo->eager() && !op.device && !tracer_) return executeEager(op, *algo);
-  return execute(op, *algo, !forced);
+  // An eager op never offers zero copy (traced or not, every rank takes the same path).
+  return execute(op, *algo, !forced && !algo->eager());
 }
 
 Status Communicator::executeEager(const OpArgs& op, const Algorithm& algo) {
+  ZCOLL_TRACE(Coll, rank_, "{} #{} ({}): count {} {} {} root {}", collectiveName(op.coll), op.seq, algo.name(),
+              op.count, dataTypeName(op.dtype), redOpName(op.op), op.root);
   Transport* transport = transport_.get();
   Waiter waiter = newWaiter(transport);
   AlgoContext ctx;

@@ -70,7 +70,7 @@ const std::vector<ConfigVariable>& configVariables() {
        [](const Config& c, L) { return std::to_string(c.streamBytes); }, nullptr},
       {"ZCOLL_ZERO_COPY", "1M", "all-reduces, reduce-scatters, all-gathers and broadcasts of at least this size whose buffers every rank allocated with zcollMemAlloc, on a communicator of one host (shm), run zero-copy: the ranks read each other's buffers in place; 0 = never (K/M/G suffixes)",
        [](const Config& c, L) { return std::to_string(c.zeroCopyBytes); }, nullptr},
-      {"ZCOLL_EAGER_BYTES", "2K", "host all-reduces, reduce-scatters, reduces, all-gathers and broadcasts of at most this size / (nranks - 1) (zcoll-bench's size column: each rank sends that much to each peer) run the eager schedule: one round in which every rank sends its part straight to each rank that needs it, and a short call path; 0 = never (K/M/G suffixes; ZCOLL_ALGO rules take precedence)",
+      {"ZCOLL_EAGER_BYTES", "2K", "host all-reduces, reduce-scatters, reduces, all-gathers and broadcasts of at most this size / (nranks - 1) (zcoll-bench's size column) run the eager schedule: one round in which every rank sends its part straight to each rank that needs it, and a short call path; device buffers never; 0 = never (K/M/G suffixes; ZCOLL_ALGO rules for the collective take precedence from their lower bound up)",
        [](const Config& c, L) { return std::to_string(c.eagerBytes); }, nullptr},
       {"ZCOLL_ALGO", "(automatic)", "force algorithms: NAME, COLL:NAME or COLL:LO-HI:NAME, comma-separated",
        [](const Config& c, L) { return orText(c.algo, "(automatic)"); }, [](A a) { return a.algo != nullptr; }},

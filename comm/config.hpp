@@ -29,8 +29,8 @@ struct Config {
                                      // results with non-temporal stores (0 = never)
   int64_t zeroCopyBytes = 1 << 20;   // ZCOLL_ZERO_COPY: collectives of at least this size on zcollMemAlloc
                                      // buffers run zero-copy (algorithms/zcopy.hpp; 0 = never)
-  int64_t eagerBytes = 2048;         // ZCOLL_EAGER_BYTES: host collectives whose eager round sends at most
-                                     // this much per rank run it (algorithms/eager.cpp; 0 = never)
+  int64_t eagerBytes = 2048;         // ZCOLL_EAGER_BYTES: host collectives up to this / (nranks - 1)
+                                     // run the eager schedule (algorithms/eager.cpp; 0 = never)
   std::string algo;                  // ZCOLL_ALGO: "" = automatic
   std::string transports;            // ZCOLL_TRANSPORTS: "" = automatic
   std::string socketIfname;          // ZCOLL_SOCKET_IFNAME: interface for bootstrap sockets

@@ -37,7 +37,7 @@ namespace zcoll {
 
 // One per thread that has called through the fast path (reused after the thread exits; never freed):
 // the handle its current call is in, or null.
-struct CallSlot {
+struct alignas(64) CallSlot {  // a line each: threads on different communicators share none
   std::atomic<zcollComm_t> inCall{nullptr};
   std::atomic<bool> owned{false};
 };

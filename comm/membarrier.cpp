@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 
 namespace zcoll {
 namespace {
@@ -26,12 +27,20 @@ class Registration {
     pid_.store(pid, std::memory_order_release);
     return ok;
   }
-  // After available(): the fence. Registered, it cannot fail; if it does (registration lost), it
-  // registers and tries again, and a full fence here is all that is left.
-  void barrier() {
-    if (membarrier(cmd_) == 0) return;
-    if (membarrier(registerCmd_) == 0 && membarrier(cmd_) == 0) return;
+  // After available(): the fence. Registered, it fails only for want of kernel memory (ENOMEM:
+  // tried again) or a registration lost (registered again); then a full fence of this thread is
+  // all that is left, and false.
+  bool barrier() {
+    for (int attempt = 0; attempt < 8; ++attempt) {
+      if (membarrier(cmd_) == 0) return true;
+      if (errno == EPERM) {
+        if (membarrier(registerCmd_) != 0) break;
+      } else if (errno != ENOMEM && errno != EINTR && errno != EAGAIN) {
+        break;
+      }
+    }
     std::atomic_thread_fence(std::memory_order_seq_cst);
+    return false;
   }
 
  private:
@@ -53,8 +62,8 @@ Registration& hostRegistration() {
 }  // namespace
 
 bool processBarrierAvailable() { return processRegistration().available(); }
-void processBarrier() { processRegistration().barrier(); }
+bool processBarrier() { return processRegistration().barrier(); }
 bool hostBarrierAvailable() { return hostRegistration().available(); }
-void hostBarrier() { hostRegistration().barrier(); }
+bool hostBarrier() { return hostRegistration().barrier(); }
 
 }  // namespace zcoll

@@ -16,14 +16,17 @@ namespace zcoll {
 // Whether processBarrier() works in this process (registers on the first call in each process;
 // thread-safe).
 bool processBarrierAvailable();
-// A full fence on every running thread of this process (MEMBARRIER_CMD_PRIVATE_EXPEDITED).
-void processBarrier();
+// A full fence on every running thread of this process (MEMBARRIER_CMD_PRIVATE_EXPEDITED); false if
+// the kernel refused it even after registering again and retrying (then only this thread fenced,
+// and the caller must not count on the others).
+bool processBarrier();
 
 // Whether hostBarrier() works and this process receives other processes' hostBarrier()s.
 bool hostBarrierAvailable();
 // A full fence on every running thread of every process on this host that registered through
-// hostBarrierAvailable() (MEMBARRIER_CMD_GLOBAL_EXPEDITED).
-void hostBarrier();
+// hostBarrierAvailable() (MEMBARRIER_CMD_GLOBAL_EXPEDITED; it interrupts the CPUs running them, and
+// the kernel serialises such calls host-wide: for rare events only). False as processBarrier().
+bool hostBarrier();
 
 // The frequent side: orders the compiler only; the other side's membarrier orders the CPU.
 inline void lightBarrier() { __atomic_signal_fence(__ATOMIC_SEQ_CST); }

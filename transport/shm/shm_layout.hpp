@@ -18,7 +18,7 @@
 
 namespace zcoll::shm {
 
-inline constexpr uint64_t kSegmentMagic = 0x7a636f6c6c53484dull;  // "zcollSHM"
+inline constexpr uint64_t kSegmentMagic = 0x7a636f6c6c534832ull;  // "zcollSH2" (with hostBarrier)
 inline constexpr int kMaxSlots = 64;
 
 struct alignas(64) SegmentHeader {
