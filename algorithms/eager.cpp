@@ -28,57 +28,78 @@ class EagerOp {
       : op_(op), ctx_(ctx), t_(ctx.transport), algo_(algo), es_(dataTypeSize(op.dtype)) {}
 
   Status run() {
-    const int n = ctx_.nranks, r = ctx_.rank;
-    const auto [send, recv] = bytesOf(op_);
     const size_t block = op_.count * es_;
-    const size_t chunk = ctx_.chunkBytes & ~(es_ - 1);  // whole elements (sizes are powers of two)
-    if (n == 1 || block == 0) return alone(send, recv, block);
+    if (ctx_.nranks == 1 || block == 0) return alone(block);
     switch (op_.coll) {
-      case Collective::Broadcast:
-        if (r == op_.root && send != recv) copyBytes(recv, send, block);
-        return rounds(block, chunk, [&](size_t off, size_t len) -> Status {
-          if (r != op_.root) return receive(op_.root, len, recv + off);
-          for (int k = 1; k < n; ++k)
-            if (Status s = this->send(shift(op_.root, k), send + off, len); !s) return s;
-          return Status::ok();
-        });
-      case Collective::AllGather:
-        if (send != recv + r * block) copyBytes(recv + r * block, send, block);
-        return rounds(block, chunk, [&](size_t off, size_t len) -> Status {
-          for (int k = 1; k < n; ++k)
-            if (Status s = this->send(shift(r, k), send + off, len); !s) return s;
-          for (int k = 1; k < n; ++k) {
-            const int q = shift(r, n - k);
-            if (Status s = receive(q, len, recv + q * block + off); !s) return s;
-          }
-          return Status::ok();
-        });
-      case Collective::AllReduce:
-        return rounds(block, chunk, [&](size_t off, size_t len) -> Status {
-          for (int k = 1; k < n; ++k)
-            if (Status s = this->send(shift(r, k), send + off, len); !s) return s;
-          return combine(send + off, recv + off, len);
-        });
-      case Collective::Reduce:
-        return rounds(block, chunk, [&](size_t off, size_t len) -> Status {
-          return r == op_.root ? combine(send + off, recv + off, len) : this->send(op_.root, send + off, len);
-        });
-      case Collective::ReduceScatter:
-        return rounds(block, chunk, [&](size_t off, size_t len) -> Status {
-          for (int k = 1; k < n; ++k) {
-            const int p = shift(r, k);
-            if (Status s = this->send(p, send + p * block + off, len); !s) return s;
-          }
-          return combine(send + r * block + off, recv + off, len);
-        });
-      default:
-        return internalError("eager: no schedule for {}", collectiveName(op_.coll));
+      case Collective::Broadcast: return broadcast(block);
+      case Collective::AllGather: return allGather(block);
+      case Collective::AllReduce: return allReduce(block);
+      case Collective::Reduce: return reduce(block);
+      case Collective::ReduceScatter: return reduceScatter(block);
+      default: return internalError("eager: no schedule for {}", collectiveName(op_.coll));
     }
   }
 
  private:
+  // The five schedules.
+  Status broadcast(size_t block) {
+    const auto [send, recv] = bytesOf(op_);
+    const int root = op_.root;
+    if (ctx_.rank == root && send != recv) copyBytes(recv, send, block);
+    return rounds(block, [&](size_t off, size_t len) -> Status {
+      if (ctx_.rank != root) return receive(root, len, recv + off);
+      for (int k = 1; k < ctx_.nranks; ++k)
+        if (Status s = this->send(shift(root, k), send + off, len); !s) return s;
+      return Status::ok();
+    });
+  }
+
+  Status allGather(size_t block) {
+    const auto [send, recv] = bytesOf(op_);
+    const int n = ctx_.nranks, r = ctx_.rank;
+    if (send != recv + r * block) copyBytes(recv + r * block, send, block);
+    return rounds(block, [&](size_t off, size_t len) -> Status {
+      for (int k = 1; k < n; ++k)
+        if (Status s = this->send(shift(r, k), send + off, len); !s) return s;
+      for (int k = 1; k < n; ++k) {
+        const int q = shift(r, n - k);
+        if (Status s = receive(q, len, recv + q * block + off); !s) return s;
+      }
+      return Status::ok();
+    });
+  }
+
+  Status allReduce(size_t block) {
+    const auto [send, recv] = bytesOf(op_);
+    return rounds(block, [&](size_t off, size_t len) -> Status {
+      for (int k = 1; k < ctx_.nranks; ++k)
+        if (Status s = this->send(shift(ctx_.rank, k), send + off, len); !s) return s;
+      return combine(send + off, recv + off, len);
+    });
+  }
+
+  Status reduce(size_t block) {
+    const auto [send, recv] = bytesOf(op_);
+    return rounds(block, [&](size_t off, size_t len) -> Status {
+      return ctx_.rank == op_.root ? combine(send + off, recv + off, len) : this->send(op_.root, send + off, len);
+    });
+  }
+
+  Status reduceScatter(size_t block) {
+    const auto [send, recv] = bytesOf(op_);
+    const int r = ctx_.rank;
+    return rounds(block, [&](size_t off, size_t len) -> Status {
+      for (int k = 1; k < ctx_.nranks; ++k) {
+        const int p = shift(r, k);
+        if (Status s = this->send(p, send + p * block + off, len); !s) return s;
+      }
+      return combine(send + r * block + off, recv + off, len);
+    });
+  }
+
   // One rank: the result is this rank's own contribution.
-  Status alone(const char* send, char* recv, size_t block) {
+  Status alone(size_t block) {
+    const auto [send, recv] = bytesOf(op_);
     const bool result = op_.coll != Collective::Reduce || ctx_.rank == op_.root;
     if (!result || block == 0) return Status::ok();
     if (send != recv) copyBytes(recv, send, block);
@@ -103,7 +124,8 @@ class EagerOp {
   }
 
   template <typename F>
-  Status rounds(size_t block, size_t chunk, F&& f) {
+  Status rounds(size_t block, F&& f) {
+    const size_t chunk = ctx_.chunkBytes & ~(es_ - 1);  // whole elements (sizes are powers of two)
     if (chunk == 0) return internalError("eager: chunk of {} bytes holds no {}-byte element", ctx_.chunkBytes, es_);
     for (size_t off = 0; off < block; off += chunk)
       if (Status s = f(off, std::min(chunk, block - off)); !s) return s;
