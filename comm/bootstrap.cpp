@@ -37,6 +37,7 @@ Status Bootstrap::create(const UniqueIdFields& id, int rank, int nranks, const C
   b->timeoutMs_ = config.timeoutMs;
   b->abort_ = abort;
   b->secret_ = id.secret;
+  b->settings_ = sharedSettingsHash(config);
   if (Status s = b->rendezvous(id); !s) return s;
   if (Status s = b->connectRing(); !s) return s;
   *out = std::move(b);
@@ -66,6 +67,7 @@ Status Bootstrap::rendezvous(const UniqueIdFields& id) {
   h.info.pid = getpid();
   h.info.hostHash = localHostHash();
   h.info.device = deviceRuntime() ? 1 : 0;
+  h.info.settings = settings_;
   if (sched_getaffinity(0, sizeof h.info.cpus, &h.info.cpus) != 0) CPU_ZERO(&h.info.cpus);
   h.info.listen = bound;
   gethostname(h.info.hostname, sizeof h.info.hostname - 1);

@@ -32,6 +32,7 @@ struct PeerInfo {
   SockAddr listen;        // this rank's bootstrap listening address
   char hostname[64] = {};
   uint8_t device = 0;     // 1: this process has a device runtime (comm/device.hpp)
+  uint64_t settings = 0;  // sharedSettingsHash of its Config: equal on every rank or creation fails
   // The CPUs this process may run on (sched_getaffinity): the ranks of a host outnumber its cores
   // when they outnumber the union of their sets (the wait policy).
   cpu_set_t cpus{};
@@ -67,6 +68,7 @@ class Bootstrap {
   const std::atomic<bool>* abort_ = nullptr;
   Secret secret_{};
   uint64_t nonce_ = 0;
+  uint64_t settings_ = 0;  // sharedSettingsHash of this rank's Config
   std::vector<PeerInfo> peers_;
   Fd listen_;
   Fd next_;

@@ -14,7 +14,7 @@ namespace zcoll::wire {
 inline constexpr uint32_t kHelloMagic = 0x7a42484cu;  // "zBHL"
 inline constexpr uint32_t kReplyMagic = 0x7a425250u;  // "zBRP"
 inline constexpr uint32_t kRingMagic = 0x7a42524eu;   // "zBRN"
-inline constexpr uint32_t kVersion = 2;  // 2: PeerInfo::cpus
+inline constexpr uint32_t kVersion = 3;  // 2: PeerInfo::cpus; 3: PeerInfo::settings
 inline constexpr int32_t kMaxRanks = 1 << 20;
 
 struct Hello {  // rank -> root

@@ -52,6 +52,10 @@ Status Communicator::create(const UniqueIdFields& id, int nranks, int rank, cons
   RendezvousRoot::join(id.root, id.secret);
 
   const std::vector<PeerInfo>& peers = c->bootstrap_->peers();
+  for (const PeerInfo& p : peers)
+    if (p.settings != peers[static_cast<size_t>(rank)].settings)
+      return invalidUsage("rank {} runs with other settings than rank {} ({}): these must be equal on all ranks",
+                          p.rank, rank, sharedSettingsText(config));
   bool oneHost = true;
   int localRanks = 0;
   cpu_set_t hostCpus;  // the CPUs some rank of this host may use

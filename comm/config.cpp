@@ -338,4 +338,16 @@ Status readLaunchEnv(LaunchEnv* out) {
   return Status::ok();
 }
 
+std::string sharedSettingsText(const Config& c) {
+  return fmt::format("ZCOLL_CHUNK_SIZE={} ZCOLL_FIFO_SLOTS={} ZCOLL_EAGER_BYTES={} ZCOLL_ZERO_COPY={} ZCOLL_CHECK={} "
+                     "ZCOLL_ALGO='{}'",
+                     c.chunkBytes, c.fifoSlots, c.eagerBytes, c.zeroCopyBytes, c.check ? 1 : 0, c.algo);
+}
+
+uint64_t sharedSettingsHash(const Config& c) {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a
+  for (unsigned char ch : sharedSettingsText(c)) h = (h ^ ch) * 0x100000001b3ull;
+  return h;
+}
+
 }  // namespace zcoll

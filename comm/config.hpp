@@ -67,6 +67,13 @@ const std::vector<ConfigVariable>& configVariables();
 // Defaults, then `api` (may be null; validated: size/magic/field ranges), then ZCOLL_* variables.
 Status buildConfig(const zcollConfig_t* api, Config* out);
 
+// The settings every rank of a communicator must share, because they decide what goes on the wire
+// (slot size and count) or which algorithm runs (ZCOLL_ALGO, ZCOLL_EAGER_BYTES, ZCOLL_ZERO_COPY,
+// ZCOLL_CHECK): as text for messages, and its hash, which the bootstrap exchanges so that creation
+// fails on every rank with the settings named instead of ops that hang or mismatch later.
+std::string sharedSettingsText(const Config& c);
+uint64_t sharedSettingsHash(const Config& c);
+
 LogSettings readLogSettings();
 
 // ZCOLL_DEVICE (process-wide): "auto", "cuda", "emulated" or "none" ("auto" when unset or unknown;

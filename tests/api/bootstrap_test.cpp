@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <unistd.h>
 
@@ -143,3 +144,39 @@ TEST(Bootstrap, InitFromTorchrunEnvironment) {
 
 }  // namespace
 }  // namespace zcoll
+
+// Ranks created with settings that decide the wire or the algorithm (here the chunk size) fail at
+// creation, each naming the settings, instead of meeting mismatched chunks or a hang later; and
+// leave nothing behind (a second pair with equal settings works).
+TEST(Bootstrap, MismatchedSettingsFailCreation) {
+  zcollUniqueId id;
+  ASSERT_EQ(zcollGetUniqueId(&id), zcollSuccess);
+  zcollConfig_t a = ZCOLL_CONFIG_INITIALIZER, b = ZCOLL_CONFIG_INITIALIZER;
+  a.timeoutMs = b.timeoutMs = 20000;
+  b.chunkBytes = 64 * 1024;
+  zcollComm_t comms[2] = {};
+  zcollResult_t results[2] = {zcollSuccess, zcollSuccess};
+  std::string messages[2];
+  std::thread other([&] {
+    results[1] = zcollCommInitRankConfig(&comms[1], 2, id, 1, &b);
+    messages[1] = zcollGetLastError(nullptr);
+  });
+  results[0] = zcollCommInitRankConfig(&comms[0], 2, id, 0, &a);
+  messages[0] = zcollGetLastError(nullptr);
+  other.join();
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(results[r], zcollInvalidUsage) << messages[r];
+    EXPECT_NE(messages[r].find("must be equal on all ranks"), std::string::npos) << messages[r];
+    EXPECT_NE(messages[r].find("ZCOLL_CHUNK_SIZE"), std::string::npos) << messages[r];
+    EXPECT_EQ(comms[r], nullptr);
+  }
+  ASSERT_EQ(zcollGetUniqueId(&id), zcollSuccess);
+  std::thread again([&] { EXPECT_EQ(zcollCommInitRankConfig(&comms[1], 2, id, 1, &b), zcollSuccess); });
+  EXPECT_EQ(zcollCommInitRankConfig(&comms[0], 2, id, 0, &b), zcollSuccess) << zcollGetLastError(nullptr);
+  again.join();
+  for (zcollComm_t c : comms) {
+    if (c) {
+      EXPECT_EQ(zcollCommDestroy(c), zcollSuccess);
+    }
+  }
+}
