@@ -2,8 +2,8 @@
 //
 // Selection, per call: a host op up to ZCOLL_EAGER_BYTES / (N-1), below the lower bound of every
 // ZCOLL_ALGO rule for its collective, goes to the collective's eager algorithm (algorithms/eager.cpp);
-// otherwise the first ZCOLL_ALGO rule that
-// matches the collective and size and names an algorithm that supports the call; otherwise the supported algorithm with the lowest cost under the
+// otherwise the first ZCOLL_ALGO rule that matches the collective and size and names an algorithm
+// that supports the call; otherwise the supported algorithm with the lowest cost under the
 // communicator's measured CostModel. An algorithm that cannot serve a call says NotSupported and
 // selection falls through; if none can, the call fails with every reason.
 #pragma once

@@ -207,20 +207,10 @@ Status Communicator::executeEager(const OpArgs& op, const Algorithm& algo) {
               op.count, dataTypeName(op.dtype), redOpName(op.op), op.root);
   Transport* transport = transport_.get();
   Waiter waiter = newWaiter(transport);
-  AlgoContext ctx;
-  ctx.rank = rank_;
-  ctx.nranks = nranks_;
-  ctx.transport = transport;
-  ctx.waiter = &waiter;
-  ctx.chunkBytes = hostChunkBytes_;
-  ctx.scratch = &scratch_;
+  AlgoContext ctx = context(&waiter, transport);
   Status s = algo.run(op, ctx);
   if (s) s = awaitIdle(op, algo.name(), transport, &waiter);
-  if (s) {
-    lastAlgo_.store(&algo, std::memory_order_relaxed);
-  } else if (s.code() != StatusCode::InvalidUsage) {
-    recordFailure(s);
-  }
+  settle(s, &algo);
   return s;
 }
 
@@ -238,21 +228,6 @@ Status Communicator::awaitIdle(const OpArgs& op, std::string_view algoName, Tran
 
 Waiter Communicator::newWaiter(Transport* transport) {
   return Waiter(transport, WaitPolicy{config_.spinNs, config_.yieldNs}, config_.timeoutMs, &abort_);
-}
-
-AlgoContext Communicator::context(Waiter* waiter, Transport* transport) {
-  AlgoContext ctx;
-  ctx.rank = rank_;
-  ctx.nranks = nranks_;
-  ctx.transport = transport;
-  ctx.waiter = waiter;
-  ctx.chunkBytes = transport == transport_.get() ? hostChunkBytes_
-                                                 : std::min<size_t>(static_cast<size_t>(config_.chunkBytes),
-                                                                    transport->chunkCapacity());
-  ctx.scratch = &scratch_;
-  ctx.tracer = tracer_.get();
-  ctx.hosts = &selector_.hosts();
-  return ctx;
 }
 
 Status Communicator::execute(const OpArgs& op, const Algorithm& algoRef, bool zeroCopy) {
@@ -316,9 +291,7 @@ Status Communicator::execute(const OpArgs& op, const Algorithm& algoRef, bool ze
     if (s && !d) s = std::move(d).withContext(fmt::format("{} #{} ({})", collectiveName(op.coll), op.seq, algoName));
   }
   if (tracer_) tracer_->op(op.coll, op.seq, algoName, op.count, op.dtype, t0, nowNs(), s.isOk());
-  if (s) lastAlgo_.store(ranZeroCopy ? static_cast<const void*>(&kZeroCopyName) : static_cast<const void*>(algo),
-                         std::memory_order_relaxed);
-  if (!s && s.code() != StatusCode::InvalidUsage) recordFailure(s);
+  settle(s, ranZeroCopy ? static_cast<const void*>(&kZeroCopyName) : static_cast<const void*>(algo));
   return s;
 }
 

@@ -11,6 +11,7 @@
 // and refuses further operations with it. Argument errors are caught before execution and do not.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -111,6 +112,13 @@ class Communicator {
   // The short path of an op the selector gave to an eager algorithm (host buffers, no tracer): the
   // schedule and the idle wait, none of execute()'s device, zero-copy and tracing set-up.
   Status executeEager(const OpArgs& op, const Algorithm& algo);
+  // The end of every executed op: what ran it (an Algorithm or &kZeroCopyName) becomes the last
+  // algorithm when s is ok; a failure other than a usage error is recorded.
+  // (Inline, like context(): both are on every op's path.)
+  void settle(const Status& s, const void* ran) {
+    if (s) lastAlgo_.store(ran, std::memory_order_relaxed);
+    else if (s.code() != StatusCode::InvalidUsage) recordFailure(s);
+  }
   // Waits (bounded) until the transport has handed over everything this op committed.
   Status awaitIdle(const OpArgs& op, std::string_view algoName, Transport* transport, Waiter* waiter);
   // Measures the cost model on the real transport (collective; rank 0's figures win).
@@ -118,7 +126,20 @@ class Communicator {
   // ZCOLL_CHECK: all-gathers op's signature and compares (collective; comm/check.cpp).
   Status checkSignature(const OpArgs& op);
   Waiter newWaiter(Transport* transport);
-  AlgoContext context(Waiter* waiter, Transport* transport);
+  AlgoContext context(Waiter* waiter, Transport* transport) {
+    AlgoContext ctx;
+    ctx.rank = rank_;
+    ctx.nranks = nranks_;
+    ctx.transport = transport;
+    ctx.waiter = waiter;
+    ctx.chunkBytes = transport == transport_.get()
+                         ? hostChunkBytes_
+                         : std::min<size_t>(static_cast<size_t>(config_.chunkBytes), transport->chunkCapacity());
+    ctx.scratch = &scratch_;
+    ctx.tracer = tracer_.get();
+    ctx.hosts = &selector_.hosts();
+    return ctx;
+  }
   // Device state. At creation only the plan (no device call: a host-only user of a GPU machine gets
   // no CUDA context); at the first device op, under mutex_, the local part (stream, completion
   // counter, registration of the host transport's slots); at the first device op's execution, on the

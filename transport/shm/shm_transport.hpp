@@ -6,8 +6,8 @@
 // memory goes away with the last mapping, even after kill -9.
 // Cost per chunk: the sender writes the slot (one pass over the data, often fused with a reduction),
 // the receiver reads it; two atomic stores and a doorbell check per chunk; no syscall unless the
-// other side sleeps, no fence where membarrier serves (the sleeper fences for both). A chunk of at most kInlineBytes travels inside its slot's header line (one
-// cache-line transfer).
+// other side sleeps, no fence where membarrier serves (the sleeper fences for both). A chunk of at
+// most kInlineBytes travels inside its slot's header line (one cache-line transfer).
 #pragma once
 
 #include <atomic>
