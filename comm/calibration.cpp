@@ -64,7 +64,7 @@ Status Communicator::calibrate() {
   const int n = nranks_;
   const uint64_t host = bootstrap_->peers()[0].hostHash;
   const std::string keyText = fmt::format("{}:{}:{}:{}x{}:{}:{}:{}:{}:{}:{}", ZCOLL_VERSION_CODE, host, n, selector_.hosts().hosts,
-                                          selector_.hosts().perHost, transport_->name(), config_.spinNs, config_.chunkBytes,
+                                          selector_.hosts().perHost, transport_->name(), config_.spinNs, hostChunkBytes_,
                                           config_.fifoSlots, allAlgorithms().size(), sizeof(CostModel));
   const uint64_t key = fnv1a(keyText.data(), keyText.size());
   const std::string path =
@@ -117,7 +117,7 @@ Status Communicator::calibrate() {
   // out and extrapolated.
   m.points = 0;
   while (m.points < kCalibrationPoints &&
-         (m.points < 2 || kCalibrationBytes[m.points] <= 256 * static_cast<size_t>(config_.chunkBytes)))
+         (m.points < 2 || kCalibrationBytes[m.points] <= 256 * hostChunkBytes_))
     ++m.points;
   for (size_t i = 0; i < algos.size(); ++i)
     std::snprintf(m.allReduce[i].algo, sizeof m.allReduce[i].algo, "%.*s", static_cast<int>(algos[i]->name().size()),

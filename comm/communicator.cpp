@@ -91,7 +91,9 @@ Status Communicator::create(const UniqueIdFields& id, int nranks, int rank, cons
   if (!c->transport_)
     return notSupported("ZCOLL_TRANSPORTS='{}': none of these transports is built and usable here (built: {})",
                         config.transports, builtTransports());
-  c->hostChunkBytes_ = std::min<size_t>(static_cast<size_t>(c->config_.chunkBytes), c->transport_->chunkCapacity());
+  // The transport's slot size: ZCOLL_CHUNK_SIZE, or ZCOLL_SOCKET_CHUNK_SIZE for tcp (shm+tcp: the
+  // smaller).
+  c->hostChunkBytes_ = c->transport_->chunkCapacity();
   c->planDevice(oneHost);
   if (config.calibrate)
     if (Status s = c->calibrate(); !s) return std::move(s).withContext(fmt::format("rank {}: calibration", rank));
@@ -106,7 +108,7 @@ Status Communicator::create(const UniqueIdFields& id, int nranks, int rank, cons
     ZCOLL_INFO(Init, rank,
                "communicator ready: {} ranks on {} host(s) ({}), transport {}, chunk {} bytes x {} slots, timeout {} "
                "ms, cost model {} (alpha {:.2f} us, beta {:.2f} GB/s); all-reduce: {}{}",
-               nranks, hosts.size(), fmt::join(hosts, ", "), c->transport_->name(), config.chunkBytes,
+               nranks, hosts.size(), fmt::join(hosts, ", "), c->transport_->name(), c->hostChunkBytes_,
                config.fifoSlots, config.timeoutMs, m.curves ? "measured" : "built-in", m.alpha * 1e6, 1e-9 / m.beta,
                c->selector_.describe(Collective::AllReduce),
                config.algo.empty() ? "" : fmt::format(" (ZCOLL_ALGO={} applies first)", config.algo));

@@ -162,7 +162,7 @@ class Communicator {
   std::unique_ptr<Bootstrap> bootstrap_;
   std::unique_ptr<Transport> transport_;
   HostScratch scratch_;
-  size_t hostChunkBytes_ = 0;  // ZCOLL_CHUNK_SIZE within what the host transport's slots hold
+  size_t hostChunkBytes_ = 0;  // the host transport's chunk: its slot size
   // Device buffers (when the process has a device runtime): the device this communicator was made
   // on, its stream for copies and kernels, the cuda_ipc transport when all ranks share this host, the
   // host-mapped counter of completed device ops that callers' streams wait on, and per caller stream

@@ -90,6 +90,8 @@ const std::vector<ConfigVariable>& configVariables() {
        [](const Config& c, L) { return orText(c.socketIfname, "(loopback)"); }, nullptr},
       {"ZCOLL_SOCKETS_PER_PEER", "1", "tcp transport: connections per peer, 1 to 16 (frame f on connection f mod K); the same on all ranks",
        [](const Config& c, L) { return std::to_string(c.socketsPerPeer); }, nullptr},
+      {"ZCOLL_SOCKET_CHUNK_SIZE", "512K", "pipelining chunk and slot size of the tcp transport; when unset, a ZCOLL_CHUNK_SIZE or chunkBytes that is set applies to it too (K/M/G suffixes)",
+       [](const Config& c, L) { return std::to_string(c.socketChunkBytes); }, nullptr},
       {"ZCOLL_IB_HCA", "(first active port)", "ib transport: RDMA devices to use, NAME[:PORT] comma-separated, first usable wins",
        [](const Config& c, L) { return orText(c.ibHca, "(first active port)"); }, nullptr},
       {"ZCOLL_IB_GID_INDEX", "auto", "ib transport on RoCE: GID index (auto: the first RoCE v2 GID with an IPv4 address, else the first RoCE v2 one, else 0)",
@@ -188,6 +190,11 @@ Status buildConfig(const zcollConfig_t* api, Config* out) {
     if (c.timeoutMs < 1) c.timeoutMs = 1;
   }
   if (Status s = envPositive("ZCOLL_CHUNK_SIZE", 8, kMaxChunk, true, &c.chunkBytes); !s) return s;
+  if (env("ZCOLL_SOCKET_CHUNK_SIZE")) {
+    if (Status s = envPositive("ZCOLL_SOCKET_CHUNK_SIZE", 8, kMaxChunk, true, &c.socketChunkBytes); !s) return s;
+  } else if (env("ZCOLL_CHUNK_SIZE") || (api && api->chunkBytes != ZCOLL_CONFIG_UNDEF_INT)) {
+    c.socketChunkBytes = c.chunkBytes;  // a chunk size that was asked for holds for every transport
+  }
   int64_t slots = c.fifoSlots;
   if (Status s = envPositive("ZCOLL_FIFO_SLOTS", 2, 64, false, &slots); !s) return s;
   c.fifoSlots = static_cast<int>(slots);
@@ -339,9 +346,9 @@ Status readLaunchEnv(LaunchEnv* out) {
 }
 
 std::string sharedSettingsText(const Config& c) {
-  return fmt::format("ZCOLL_CHUNK_SIZE={} ZCOLL_FIFO_SLOTS={} ZCOLL_EAGER_BYTES={} ZCOLL_ZERO_COPY={} ZCOLL_CHECK={} "
-                     "ZCOLL_ALGO='{}'",
-                     c.chunkBytes, c.fifoSlots, c.eagerBytes, c.zeroCopyBytes, c.check ? 1 : 0, c.algo);
+  return fmt::format("ZCOLL_CHUNK_SIZE={} ZCOLL_SOCKET_CHUNK_SIZE={} ZCOLL_FIFO_SLOTS={} ZCOLL_EAGER_BYTES={} "
+                     "ZCOLL_ZERO_COPY={} ZCOLL_CHECK={} ZCOLL_ALGO='{}'",
+                     c.chunkBytes, c.socketChunkBytes, c.fifoSlots, c.eagerBytes, c.zeroCopyBytes, c.check ? 1 : 0, c.algo);
 }
 
 uint64_t sharedSettingsHash(const Config& c) {

@@ -22,6 +22,9 @@ enum class LogLevel : int { Off = 0, Warn = 1, Info = 2, Trace = 3 };
 struct Config {
   int64_t timeoutMs = 300'000;       // every wait is bounded by this
   int64_t chunkBytes = 256 * 1024;   // pipelining chunk = shared-memory slot size
+  int64_t socketChunkBytes = 512 * 1024;  // ZCOLL_SOCKET_CHUNK_SIZE: the same for the tcp transport; a
+                                          // chunk size that is set (ZCOLL_CHUNK_SIZE or chunkBytes)
+                                          // applies to it too unless this is set
   int fifoSlots = 4;                 // slots per peer FIFO (>= 2: see docs/algorithms.md)
   int64_t spinNs = -1;               // wait policy: spin this long (-1: 2000, 200 when oversubscribed),
   int64_t yieldNs = 50'000;          // then sched_yield this long, then sleep on a futex

@@ -45,7 +45,7 @@ class Transport {
   virtual void commitSend(int peer, size_t bytes) = 0;
   // Zero copy: commits the slot taken by tryAcquireSend with `bytes` read from src (caller memory)
   // instead of the slot's contents, or returns false - the caller then copies into the slot and
-  // commits. ib takes memory the caller registered (registerMemory), ucx any; src must stay
+  // commits. ib takes memory the caller registered (registerMemory), ucx and tcp any; src must stay
   // unchanged until idle() is true, which the end of every operation waits for.
   virtual bool commitSendFrom(int peer, const void* src, size_t bytes) {
     (void)peer, (void)src, (void)bytes;

@@ -60,6 +60,34 @@ TEST_F(ConfigTest, ApiThenEnvironment) {
   unsetenv("ZCOLL_DEVICE");
 }
 
+// tcp's chunk has its own default, and follows a chunk size that was asked for unless it is set too.
+TEST_F(ConfigTest, SocketChunkFollowsAChunkSizeThatIsSet) {
+  Config c;
+  ASSERT_TRUE(buildConfig(nullptr, &c).isOk());
+  EXPECT_EQ(c.chunkBytes, 256 * 1024);
+  EXPECT_EQ(c.socketChunkBytes, 512 * 1024);
+  zcollConfig_t api = ZCOLL_CONFIG_INITIALIZER;
+  api.chunkBytes = 4096;
+  ASSERT_TRUE(buildConfig(&api, &c).isOk());
+  EXPECT_EQ(c.socketChunkBytes, 4096);
+  setenv("ZCOLL_CHUNK_SIZE", "16K", 1);
+  ASSERT_TRUE(buildConfig(nullptr, &c).isOk());
+  EXPECT_EQ(c.socketChunkBytes, 16 * 1024);
+  setenv("ZCOLL_SOCKET_CHUNK_SIZE", "1M", 1);
+  ASSERT_TRUE(buildConfig(&api, &c).isOk());
+  EXPECT_EQ(c.chunkBytes, 16 * 1024);
+  EXPECT_EQ(c.socketChunkBytes, 1024 * 1024);
+  // Part of what every rank must share.
+  Config d = c;
+  d.socketChunkBytes = 512 * 1024;
+  EXPECT_NE(sharedSettingsHash(c), sharedSettingsHash(d));
+  EXPECT_NE(sharedSettingsText(c).find("ZCOLL_SOCKET_CHUNK_SIZE=1048576"), std::string::npos) << sharedSettingsText(c);
+  setenv("ZCOLL_SOCKET_CHUNK_SIZE", "4", 1);
+  Status s = buildConfig(nullptr, &c);
+  EXPECT_EQ(s.code(), StatusCode::InvalidArgument);
+  EXPECT_NE(s.message().find("ZCOLL_SOCKET_CHUNK_SIZE"), std::string::npos) << s.message();
+}
+
 TEST_F(ConfigTest, BadValuesNameTheirSource) {
   Config c;
   setenv("ZCOLL_FIFO_SLOTS", "1", 1);

@@ -2,8 +2,10 @@
 // (ZCOLL_SOCKETS_PER_PEER, default 1).
 //
 // The slot model of transport.hpp over a byte stream: per peer, a ring of `slots` send slots and
-// one of `slots` receive slots, chunkCapacity() bytes each. A committed send slot goes out as one
-// frame (a 64-byte header holding its length, then the bytes) as far as the socket takes it; what
+// one of `slots` receive slots, chunkCapacity() bytes each (ZCOLL_SOCKET_CHUNK_SIZE, default 512K:
+// a frame costs a pass through the kernel's stack whatever its size). A committed send slot goes out
+// as one frame (a 64-byte header holding its length, then the bytes; commitSendFrom: the bytes
+// straight from caller memory, without the copy into the slot) as far as the socket takes it; what
 // is left goes out on the next call into the transport (any call progresses every peer's pending
 // sends, so that a rank waiting to receive never holds back what another waits for), and an
 // operation ends only once all of its frames are in the kernel's hands (idle()). Headers and short
@@ -14,8 +16,8 @@
 // algorithm in order), so that several flows share a fast link's work (the receiving NIC spreads
 // flows over its queues and cores, each flow has its own congestion window). Waiting sleeps in
 // epoll (edge-triggered, every socket plus an eventfd for wake()). Connections are made at
-// creation, authenticated with the communicator's secret and nonce, TCP_NODELAY; their interface is
-// ZCOLL_SOCKET_IFNAME's, or the bootstrap's.
+// creation, authenticated with the communicator's secret and nonce, TCP_NODELAY (and cubic on
+// loopback: see configure()); their interface is ZCOLL_SOCKET_IFNAME's, or the bootstrap's.
 #pragma once
 
 #include <atomic>
@@ -53,7 +55,12 @@ class TcpTransport final : public Transport {
   int slotsPerPeer() const override { return slots_; }
 
   bool tryAcquireSend(int peer, SendSlot* slot) override;
-  void commitSend(int peer, size_t bytes) override;
+  void commitSend(int peer, size_t bytes) override { commit(peer, bytes, nullptr); }
+  // Any memory: the kernel copies it when the socket takes the frame (idle() waits for that).
+  bool commitSendFrom(int peer, const void* src, size_t bytes) override {
+    commit(peer, bytes, src);
+    return true;
+  }
   bool tryRecv(int peer, RecvChunk* chunk) override;
   void releaseRecv(int peer) override;
 
@@ -100,6 +107,7 @@ class TcpTransport final : public Transport {
     std::vector<uint8_t> send;
     uint8_t* sendData = nullptr;
     std::vector<FrameHeader> sendHeaders;
+    std::vector<const uint8_t*> sendFrom;  // per slot: caller memory sent instead of the slot, or nullptr
     uint64_t sendHead = 0;  // frames committed
     uint64_t sendDone = 0;  // frames below this are all handed to their sockets
     // Receive ring: slot i at recvData + i * chunk; its length in recvBytes[i]; arrived[i] while frame
@@ -113,6 +121,7 @@ class TcpTransport final : public Transport {
   };
 
   TcpTransport() = default;
+  void commit(int peer, size_t bytes, const void* from);  // from: caller memory, or nullptr (the slot)
   void flush(Peer& p);       // hands pending frames to their sockets until they are full
   void flushAll();
   void pull(Peer& p);        // reads frames into free receive slots until none is free or no data
