@@ -129,6 +129,9 @@ void printUsage(FILE* f, const char* prog) {
                "  --mem-alloc: host buffers from zcollMemAlloc, which the local ranks map: all-reduce,\n"
                "        reduce-scatter, all-gather and broadcast run zero-copy from ZCOLL_ZERO_COPY bytes up\n"
                "        (default: aligned_alloc, like the anchors)\n"
+               "  --fresh: before each op, every rank stores to each cache line of its input (broadcast: the\n"
+               "        root's buffer), as an application whose data changes between calls: a peer that reads\n"
+               "        that buffer then cannot find it in its own cache from the op before (host buffers)\n"
                "  -p N: start N local ranks here; without -p, join a job started by zcoll-run, torchrun,\n"
                "        mpirun or srun (zcollCommInitFromEnv)\n"
                "  --bind KIND: with -p, pin the ranks as mpirun does: auto (default: a core each unless there are\n"
@@ -161,8 +164,9 @@ bool parseArgs(int argc, char** argv, Args* a, std::string* error) {
       continue;
     }
     if (flag == "--calibrate" || flag == "--csv" || flag == "--progress" || flag == "--no-progress" ||
-        flag == "--device" || flag == "--mem-alloc") {
+        flag == "--device" || flag == "--mem-alloc" || flag == "--fresh") {
       if (flag == "--calibrate") a->calibrate = true;
+      if (flag == "--fresh") a->fresh = true;
       if (flag == "--mem-alloc") a->memAlloc = true;
       if (flag == "--device") a->device = true;
       if (flag == "--csv") a->csv = true;
@@ -215,6 +219,10 @@ bool parseArgs(int argc, char** argv, Args* a, std::string* error) {
   // Without a collective, all-reduce (the anchors' drivers default to it too).
   if (a->minBytes > a->maxBytes) {
     *error = "-b is larger than -e";
+    return false;
+  }
+  if (a->fresh && a->device) {
+    *error = "--fresh takes host buffers: it cannot be combined with --device";
     return false;
   }
   if (a->stepFactor <= 1.0 && a->stepBytes == 0) a->stepFactor = 2.0;

@@ -170,6 +170,7 @@ class Runner {
     const zcollRedOp_t o = a_.redop;
     const size_t per = count / static_cast<size_t>(nranks_);
     const size_t mine = per * static_cast<size_t>(rank_) * es_;  // this rank's block, in bytes
+    if (a_.fresh) freshen(s, r, count, per, mine);
     switch (a_.coll) {
       case Coll::AllReduce:
         return zcollAllReduce(a_.inplace ? r : s, r, count, t, o, comm_, stream);
@@ -191,6 +192,30 @@ class Runner {
         return zcollBarrier(comm_, stream);
     }
     return zcollInvalidArgument;
+  }
+
+  // --fresh: a store to each cache line of this rank's input for the op (the bytes stay as they are),
+  // as an application that produces its data between calls: the op then finds the lines modified in
+  // this rank's cache, not shared with the peers that read them last time.
+  void freshen(unsigned char* s, unsigned char* r, size_t count, size_t per, size_t mine) const {
+    unsigned char* in = nullptr;
+    size_t bytes = count * es_;
+    switch (a_.coll) {
+      case Coll::AllReduce: in = a_.inplace ? r : s; break;
+      case Coll::AllGather: in = a_.inplace ? r + mine : s; bytes = per * es_; break;
+      case Coll::ReduceScatter: in = s; break;
+      case Coll::Broadcast: in = rank_ == a_.root ? r : nullptr; break;
+      case Coll::Reduce: in = a_.inplace ? r : s; break;
+      case Coll::Gather: in = a_.inplace && rank_ == a_.root ? r + mine : s; bytes = per * es_; break;
+      case Coll::Scatter: in = rank_ == a_.root ? s : nullptr; break;
+      case Coll::AllToAll: in = s; break;
+      case Coll::Barrier: break;
+    }
+    if (!in) return;
+    for (size_t off = 0; off < bytes; off += 64) {
+      volatile unsigned char* line = in + off;
+      *line = *line;
+    }
   }
 
   // Inputs and poisoned outputs in the host views, then (--device) uploaded.

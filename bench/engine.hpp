@@ -39,6 +39,7 @@ struct Args {
   int progress = -1;       // --progress / --no-progress: a progress line on stderr (-1: if a terminal)
   bool device = false;     // --device: buffers in device memory, each rank's ops on its own stream
   bool memAlloc = false;   // --mem-alloc: host buffers from zcollMemAlloc (zero copy between local ranks)
+  bool fresh = false;      // --fresh: before each op, a store to every cache line of the rank's input
   std::string bind = "auto";  // --bind (with -p): none, auto (a core each unless oversubscribed), core, numa, package
   // -d / -o (nccl-tests' names, or "all"): every type x op is swept in turn (ops only for the
   // collectives that reduce); dtype/redop are the pair being measured.

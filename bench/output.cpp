@@ -40,8 +40,9 @@ void printHeader(FILE* out, const Args& a, int nranks, const std::string& algo) 
   std::fprintf(out, "# host: %s  ncpus: %ld\n", host, sysconf(_SC_NPROCESSORS_ONLN));
   int version = 0;
   zcollGetVersion(&version);
-  std::fprintf(out, "# config: zcoll %d  buffers: %s\n", version,
-               a.device ? "device" : a.memAlloc ? "zcollMemAlloc" : "aligned_alloc");
+  std::fprintf(out, "# config: zcoll %d  buffers: %s%s\n", version,
+               a.device ? "device" : a.memAlloc ? "zcollMemAlloc" : "aligned_alloc",
+               a.fresh ? "  fresh: a store per input line before each op" : "");
   double la[3] = {0, 0, 0};
   if (getloadavg(la, 3) < 0) la[0] = -1;
   std::fprintf(out, "# loadavg at start: %.2f %.2f %.2f\n", la[0], la[1], la[2]);

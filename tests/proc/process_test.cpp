@@ -162,6 +162,22 @@ TEST_F(Process, ZeroCopyAllReduceOnMemAllocBuffers) {
   EXPECT_EQ(count(r.out, "  zcopy\n"), 1u) << r.out;
 }
 
+// --fresh: a store to each line of every input before each op (the bytes unchanged): every
+// collective's results still right, in and out of place; not with device buffers.
+TEST_F(Process, ZcollBenchFreshInputs) {
+  for (const char* coll : {"allreduce", "allgather", "reducescatter", "broadcast -r 1", "reduce -r 1", "gather -r 1",
+                           "scatter -r 1", "alltoall"})
+    for (const char* inplace : {"0", "1"}) {
+      Result r = runCommand(bench_ + " " + coll + " -p 3 --fresh -b 8 -e 1M -f 32 -n 3 -w 1 -R 1 -I " + inplace);
+      EXPECT_EQ(r.status, 0) << coll << r.out;
+      EXPECT_NE(r.out.find("# wrong total: 0"), std::string::npos) << coll << r.out;
+      EXPECT_NE(r.out.find("fresh: a store per input line before each op"), std::string::npos) << r.out;
+    }
+  Result r = runCommand(bench_ + " allreduce --fresh --device -p 2");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.out.find("--fresh takes host buffers"), std::string::npos) << r.out;
+}
+
 // Ranks in different PID namespaces cannot open each other's allocations (/proc names other
 // processes there): every rank votes no and all run the copying algorithms - results right, one
 // warning per process, no zero-copy op.
