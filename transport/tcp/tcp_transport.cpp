@@ -62,7 +62,10 @@ Status TcpTransport::create(Bootstrap& boot, const Config& config, const std::at
   std::unique_ptr<TcpTransport> t(new TcpTransport());
   const int n = boot.nranks();
   t->rank_ = boot.rank();
-  t->chunk_ = std::max<size_t>(64, static_cast<size_t>(config.socketChunkBytes) / 64 * 64);  // slots stay 64-byte aligned
+  // Beside shm (members: a mixed communicator) the algorithms chunk by the smaller slot of the two:
+  // larger tcp slots would go unused.
+  const int64_t chunk = members ? std::min(config.socketChunkBytes, config.chunkBytes) : config.socketChunkBytes;
+  t->chunk_ = std::max<size_t>(64, static_cast<size_t>(chunk) / 64 * 64);  // slots stay 64-byte aligned
   t->slots_ = config.fifoSlots;
   t->streams_ = config.socketsPerPeer;
   t->peers_.resize(static_cast<size_t>(n));
