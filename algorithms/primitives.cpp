@@ -121,7 +121,7 @@ bool Primitives::hostStep(const RecvChunk& in, const SendSlot& out, int recvPeer
   }
   if (!send || value == out.data) return false;
   // Memory that stays unchanged until the op ends may go out without the copy (a transport that
-  // can - ib, from registered memory - commits it itself).
+  // can - ib from registered memory, ucx and tcp from any - commits it itself).
   auto v = reinterpret_cast<uintptr_t>(value), stable = reinterpret_cast<uintptr_t>(ctx_.stableSrc);
   if (v >= stable && v + bytes <= stable + ctx_.stableBytes && ctx_.transport->commitSendFrom(sendPeer, value, bytes))
     return true;

@@ -211,11 +211,14 @@ class Runner {
       case Coll::AllToAll: in = s; break;
       case Coll::Barrier: break;
     }
-    if (!in) return;
-    for (size_t off = 0; off < bytes; off += 64) {
-      volatile unsigned char* line = in + off;
-      *line = *line;
-    }
+    if (!in || !bytes) return;
+    // One byte of each line the input overlaps: its first byte, then each line start after it.
+    auto touch = [](unsigned char* p) {
+      volatile unsigned char* b = p;
+      *b = *b;
+    };
+    touch(in);
+    for (size_t off = 64 - reinterpret_cast<uintptr_t>(in) % 64; off < bytes; off += 64) touch(in + off);
   }
 
   // Inputs and poisoned outputs in the host views, then (--device) uploaded.

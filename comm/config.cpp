@@ -90,8 +90,11 @@ const std::vector<ConfigVariable>& configVariables() {
        [](const Config& c, L) { return orText(c.socketIfname, "(loopback)"); }, nullptr},
       {"ZCOLL_SOCKETS_PER_PEER", "1", "tcp transport: connections per peer, 1 to 16 (frame f on connection f mod K); the same on all ranks",
        [](const Config& c, L) { return std::to_string(c.socketsPerPeer); }, nullptr},
-      {"ZCOLL_SOCKET_CHUNK_SIZE", "512K", "pipelining chunk and slot size of the tcp transport; when unset, a ZCOLL_CHUNK_SIZE or chunkBytes that is set applies to it too (K/M/G suffixes)",
-       [](const Config& c, L) { return std::to_string(c.socketChunkBytes); }, nullptr},
+      {"ZCOLL_SOCKET_CHUNK_SIZE", "512K",
+       "pipelining chunk and slot size of the tcp transport; when unset, a ZCOLL_CHUNK_SIZE or chunkBytes that is set "
+       "applies to it too (K/M/G suffixes)",
+       [](const Config& c, L) { return std::to_string(c.socketChunkBytes); },
+       [](A a) { return a.chunkBytes != ZCOLL_CONFIG_UNDEF_INT; }},  // it follows chunkBytes
       {"ZCOLL_IB_HCA", "(first active port)", "ib transport: RDMA devices to use, NAME[:PORT] comma-separated, first usable wins",
        [](const Config& c, L) { return orText(c.ibHca, "(first active port)"); }, nullptr},
       {"ZCOLL_IB_GID_INDEX", "auto", "ib transport on RoCE: GID index (auto: the first RoCE v2 GID with an IPv4 address, else the first RoCE v2 one, else 0)",
@@ -348,7 +351,8 @@ Status readLaunchEnv(LaunchEnv* out) {
 std::string sharedSettingsText(const Config& c) {
   return fmt::format("ZCOLL_CHUNK_SIZE={} ZCOLL_SOCKET_CHUNK_SIZE={} ZCOLL_FIFO_SLOTS={} ZCOLL_EAGER_BYTES={} "
                      "ZCOLL_ZERO_COPY={} ZCOLL_CHECK={} ZCOLL_ALGO='{}'",
-                     c.chunkBytes, c.socketChunkBytes, c.fifoSlots, c.eagerBytes, c.zeroCopyBytes, c.check ? 1 : 0, c.algo);
+                     c.chunkBytes, c.socketChunkBytes, c.fifoSlots, c.eagerBytes, c.zeroCopyBytes, c.check ? 1 : 0,
+                     c.algo);
 }
 
 uint64_t sharedSettingsHash(const Config& c) {

@@ -19,7 +19,7 @@ namespace {
 constexpr size_t kBounceBytes = 64 * 1024;  // per connection: received bytes on their way to the slots
 // A frame's payload with at least this much left to read goes straight into its slot.
 constexpr size_t kDirectBytes = 16 * 1024;
-constexpr uint64_t kHelloMagic = 0x7a636f6c74637031ull;  // "zcoltcp1"
+constexpr uint64_t kHelloMagic = 0x7a636f6c74637032ull;  // "zcoltcp2"
 
 struct Hello {
   uint64_t magic;
@@ -28,6 +28,7 @@ struct Hello {
   int32_t rank;
   int16_t stream;   // which of the connector's connections to this rank
   int16_t streams;  // its ZCOLL_SOCKETS_PER_PEER (must be this rank's)
+  uint64_t chunk;   // its slot size (must be this rank's: frames and chunking follow it)
 };
 
 // v holds `bytes` zeroed (touched: no fault in a step) from the returned 64-byte boundary on.
@@ -46,7 +47,8 @@ constexpr char kLoopbackCongestion[] = "cubic";
 Status configure(int fd, bool loopback, int rank) {
   const int one = 1;
   if (::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0) return systemError("setsockopt(TCP_NODELAY)", errno);
-  if (loopback && ::setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, kLoopbackCongestion, sizeof kLoopbackCongestion - 1) != 0)
+  if (loopback &&
+      ::setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, kLoopbackCongestion, sizeof kLoopbackCongestion - 1) != 0)
     ZCOLL_INFO(Init, rank, "tcp: keeping the default congestion control on a loopback connection ({}: {})",
                kLoopbackCongestion, std::strerror(errno));
 
@@ -98,6 +100,7 @@ Status TcpTransport::create(Bootstrap& boot, const Config& config, const std::at
   std::memcpy(hello.secret, boot.secret().data(), sizeof hello.secret);
   hello.rank = t->rank_;
   hello.streams = static_cast<int16_t>(t->streams_);
+  hello.chunk = t->chunk_;
   for (Peer& p : t->peers_) p.streams.resize(static_cast<size_t>(t->streams_));
   // Connect to the higher ranks (their listeners exist: the allGather came after them), K
   // connections each, then accept the lower ones'; each connection starts with its hello.
@@ -127,6 +130,10 @@ Status TcpTransport::create(Bootstrap& boot, const Config& config, const std::at
     if (h.streams != t->streams_)
       return invalidUsage("tcp: rank {} opens {} connections per peer and rank {} {}: ZCOLL_SOCKETS_PER_PEER must be the "
                           "same on all ranks", h.rank, h.streams, t->rank_, t->streams_);
+    if (h.chunk != t->chunk_)
+      return invalidUsage("tcp: rank {} uses {}-byte chunks and rank {} {}: ZCOLL_SOCKET_CHUNK_SIZE (or ZCOLL_CHUNK_SIZE, "
+                          "which it follows when unset, and ZCOLL_TRANSPORTS: beside shm tcp takes the smaller of the "
+                          "two) must give the same on all ranks", h.rank, h.chunk, t->rank_, t->chunk_);
     if (h.stream < 0 || h.stream >= t->streams_ ||
         t->peers_[static_cast<size_t>(h.rank)].streams[static_cast<size_t>(h.stream)].fd.valid()) {
       ZCOLL_WARN(Init, t->rank_, "tcp: dropped a duplicate connection from {} (rank {})", from.toString(), h.rank);
@@ -137,11 +144,12 @@ Status TcpTransport::create(Bootstrap& boot, const Config& config, const std::at
   }
 
   if (Status s = t->sleeper_.init(); !s) return std::move(s).withContext("tcp");
+  const uint64_t myHost = boot.peers()[static_cast<size_t>(t->rank_)].hostHash;
   for (int peer = 0; peer < n; ++peer) {
     Peer& p = t->peers_[static_cast<size_t>(peer)];
     if (!served[static_cast<size_t>(peer)]) continue;
     // Same host identity: the same network namespace, so the connection goes over loopback.
-    const bool loopback = boot.peers()[static_cast<size_t>(peer)].hostHash == boot.peers()[static_cast<size_t>(t->rank_)].hostHash;
+    const bool loopback = boot.peers()[static_cast<size_t>(peer)].hostHash == myHost;
     for (int j = 0; j < t->streams_; ++j) {
       Stream& st = p.streams[static_cast<size_t>(j)];
       st.sendFrame = st.recvFrame = static_cast<uint64_t>(j);

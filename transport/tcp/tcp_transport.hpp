@@ -3,7 +3,8 @@
 //
 // The slot model of transport.hpp over a byte stream: per peer, a ring of `slots` send slots and
 // one of `slots` receive slots, chunkCapacity() bytes each (ZCOLL_SOCKET_CHUNK_SIZE, default 512K:
-// a frame costs a pass through the kernel's stack whatever its size). A committed send slot goes out
+// a frame costs a pass through the kernel's stack whatever its size; beside shm the smaller of the
+// two chunk sizes; checked equal at connection). A committed send slot goes out
 // as one frame (a 64-byte header holding its length, then the bytes; commitSendFrom: the bytes
 // straight from caller memory, without the copy into the slot) as far as the socket takes it; what
 // is left goes out on the next call into the transport (any call progresses every peer's pending
