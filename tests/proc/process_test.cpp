@@ -348,7 +348,10 @@ TEST_F(Process, BindPinsEachRankToACore) {
   // Each rank's list is the CPUs reported for its core, and the two differ.
   std::string lists[2];
   for (int rank = 0; rank < 2; ++rank) {
-    const std::string tagLine = "[" + std::to_string(rank) + "] Cpus_allowed_list:\t";
+    // Appended, not "[" + std::string: GCC 12 reports a false -Wrestrict on that form.
+    std::string tagLine = "[";
+    tagLine += std::to_string(rank);
+    tagLine += "] Cpus_allowed_list:\t";
     const size_t at = r.out.find(tagLine);
     ASSERT_NE(at, std::string::npos) << r.out;
     lists[rank] = r.out.substr(at + tagLine.size(), r.out.find('\n', at) - at - tagLine.size());
