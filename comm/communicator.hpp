@@ -11,7 +11,6 @@
 // and refuses further operations with it. Argument errors are caught before execution and do not.
 #pragma once
 
-#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -132,9 +131,8 @@ class Communicator {
     ctx.nranks = nranks_;
     ctx.transport = transport;
     ctx.waiter = waiter;
-    ctx.chunkBytes = transport == transport_.get()
-                         ? hostChunkBytes_
-                         : std::min<size_t>(static_cast<size_t>(config_.chunkBytes), transport->chunkCapacity());
+    // A chunk is one slot of the transport that carries it (hostChunkBytes_: the host transport's, cached).
+    ctx.chunkBytes = transport == transport_.get() ? hostChunkBytes_ : transport->chunkCapacity();
     ctx.scratch = &scratch_;
     ctx.tracer = tracer_.get();
     ctx.hosts = &selector_.hosts();
