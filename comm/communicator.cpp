@@ -97,7 +97,8 @@ Status Communicator::create(const UniqueIdFields& id, int nranks, int rank, cons
   c->planDevice(oneHost);
   if (config.calibrate)
     if (Status s = c->calibrate(); !s) return std::move(s).withContext(fmt::format("rank {}: calibration", rank));
-  // After the calibration: the trace shows the user's operations only.
+  // After the calibration: the trace and zcollCommLastAlgorithm show the user's operations only.
+  c->lastAlgo_.store(nullptr, std::memory_order_relaxed);
   if (Status s = Tracer::create(config.tracePath, rank, nranks, config.traceEvents, &c->tracer_); !s) return s;
   const CostModel& m = c->selector_.model();
   // One summary per communicator, from rank 0.
@@ -298,6 +299,29 @@ Status Communicator::execute(const OpArgs& op, const Algorithm& algoRef, bool ze
 }
 
 Status Communicator::call(const OpArgs& opIn) {
+  const void* const self = threadMark();
+  if (const void* other = runner_.load(std::memory_order_relaxed); other && other != self) return concurrentUse(opIn);
+  runner_.store(self, std::memory_order_relaxed);
+  Status s = callMarked(opIn);
+  // Another thread entered while this one ran (both passed the check at once): the FIFOs and the
+  // sequence numbers are in an unknown state, so the communicator fails from here on.
+  if (runner_.load(std::memory_order_relaxed) != self) {
+    runner_.store(&kConflict, std::memory_order_relaxed);  // the other thread sees it at its exit
+    Status c = concurrentUse(opIn);
+    recordFailure(c);
+    return c;
+  }
+  runner_.store(nullptr, std::memory_order_relaxed);
+  return s;
+}
+
+Status Communicator::concurrentUse(const OpArgs& op) const {
+  return invalidUsage("{} on the communicator of rank {} while another thread was in a call on it: a communicator may "
+                      "be used by one thread at a time",
+                      collectiveName(op.coll), rank_);
+}
+
+Status Communicator::callMarked(const OpArgs& opIn) {
   OpArgs op = opIn;
   op.seq = op.coll == Collective::SendRecv ? p2pSeq_++ : collSeq_++;
   if (pending_.load() == 0) return execute(op);
@@ -322,6 +346,8 @@ Status Communicator::call(const OpArgs& opIn) {
 }
 
 Status Communicator::submit(const OpArgs& opIn, Request** out) {
+  if (const void* other = runner_.load(std::memory_order_relaxed); other && other != threadMark())
+    return concurrentUse(opIn);
   std::lock_guard lock(mutex_);
   if (opIn.device)
     if (Status s = prepareDeviceLocked(); !s) return s;

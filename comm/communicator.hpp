@@ -153,6 +153,16 @@ class Communicator {
   void releaseRequest(Request* req);
   void workerLoop();
   void recordFailure(const Status& s);
+  // One thread at a time (zcoll.h): call() marks its thread in runner_ with plain stores (no locked
+  // instruction on an op's path). A thread that finds another's mark backs out with InvalidUsage;
+  // two that passed the check at once find the mark changed at exit and fail the communicator.
+  Status callMarked(const OpArgs& op);
+  Status concurrentUse(const OpArgs& op) const;
+  static const void* threadMark() {
+    static thread_local const char mark = 0;
+    return &mark;
+  }
+  static constexpr char kConflict = 0;
 
   int rank_ = 0;
   int nranks_ = 1;
@@ -185,6 +195,7 @@ class Communicator {
   std::atomic<bool> abort_{false};
   // What ran the last successful operation: an Algorithm, or &kZeroCopyName (one store per op).
   std::atomic<const void*> lastAlgo_{nullptr};
+  std::atomic<const void*> runner_{nullptr};  // the thread inside call() (threadMark), or &kConflict
   std::atomic<int> asyncError_{0};
   std::string firstError_;  // guarded by mutex_
   uint64_t collSeq_ = 0;    // collectives issued so far (the sequence all ranks share)

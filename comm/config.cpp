@@ -8,6 +8,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <strings.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <mutex>
+
+#include <fmt/ranges.h>
+
+#include "comm/log.hpp"
 
 namespace zcoll {
 namespace {
@@ -45,6 +53,105 @@ void envString(const char* name, std::string* field) {
 }
 
 constexpr int64_t kMaxChunk = int64_t{1} << 30;
+
+// "12", "2.5", ".5": digits with at most one point (strtod alone takes hex, exponents, inf and nan).
+bool isDecimal(std::string_view s) {
+  bool digit = false, point = false;
+  for (char ch : s) {
+    if (ch >= '0' && ch <= '9') digit = true;
+    else if (ch == '.' && !point) point = true;
+    else return false;
+  }
+  return digit;
+}
+
+constexpr std::string_view kTransportNames[] = {"shm", "ib", "tcp", "ucx"};
+constexpr std::string_view kLogLevels[] = {"NONE", "OFF", "WARN", "INFO", "TRACE"};
+
+Status checkTransportList(std::string_view list, bool fromApi) {
+  const char* what = fromApi ? "config->transports" : "environment variable ZCOLL_TRANSPORTS";
+  for (std::string_view rest = list; !rest.empty();) {
+    const std::string_view item = nextListItem(&rest);
+    if (std::find(std::begin(kTransportNames), std::end(kTransportNames), item) == std::end(kTransportNames))
+      return invalidArgument("{}='{}': unknown transport '{}' (known: shm, ib, tcp, ucx)", what, list, item);
+  }
+  return Status::ok();
+}
+
+Status checkLogSettings() {
+  if (const char* v = env("ZCOLL_DEBUG"); v && std::none_of(std::begin(kLogLevels), std::end(kLogLevels),
+                                                             [v](std::string_view l) { return !strcasecmp(v, l.data()); }))
+    return invalidArgument("environment variable ZCOLL_DEBUG='{}': expected NONE, WARN, INFO or TRACE", v);
+  if (const char* v = env("ZCOLL_DEBUG_SUBSYS")) {
+    for (std::string_view rest = v; !rest.empty();) {
+      const std::string_view item = nextListItem(&rest);
+      if (item != "all" && std::find(std::begin(kLogSubsystems), std::end(kLogSubsystems), item) == std::end(kLogSubsystems))
+        return invalidArgument("environment variable ZCOLL_DEBUG_SUBSYS='{}': unknown subsystem '{}' (known: {}, all)",
+                               v, item, fmt::join(kLogSubsystems, ", "));
+    }
+  }
+  return Status::ok();
+}
+
+// Variables that the tools and tests of this repository read, beside the library's own (and any
+// ZCOLL_TEST_*).
+constexpr std::string_view kToolVariables[] = {
+    "ZCOLL_RUN", "ZCOLL_BENCH", "ZCOLL_RANK_PROG", "ZCOLL_BUILDDIR", "ZCOLL_FUZZ_SECONDS", "ZCOLL_SOAK_OPS",
+    "ZCOLL_SOAK_CYCLES", "ZCOLL_ZERO_TRAIN", "ZCOLL_ZERO_CONSOLIDATE", "ZCOLL_SOURCE_DIR", "ZCOLL_DEVICE_RANK",
+    "ZCOLL_TORCH_END_COALESCING_RETURNS_WORK"};
+
+size_t editDistance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] != b[j - 1])});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+}  // namespace
+
+std::string closestConfigVariable(std::string_view name) {
+  std::string_view best;
+  size_t bestDistance = SIZE_MAX;
+  for (const ConfigVariable& v : configVariables())
+    if (const size_t d = editDistance(name, v.name); d < bestDistance) bestDistance = d, best = v.name;
+  return std::string(best);
+}
+
+std::vector<std::string> unknownConfigVariables() {
+  std::vector<std::string> unknown;
+  for (char** e = environ; e && *e; ++e) {
+    const std::string_view entry(*e);
+    if (entry.substr(0, 6) != "ZCOLL_") continue;
+    const std::string_view name = entry.substr(0, entry.find('='));
+    const auto& vars = configVariables();
+    if (std::any_of(vars.begin(), vars.end(), [name](const ConfigVariable& v) { return v.name == name; }) ||
+        std::find(std::begin(kToolVariables), std::end(kToolVariables), name) != std::end(kToolVariables) ||
+        name.substr(0, 11) == "ZCOLL_TEST_")
+      continue;
+    unknown.emplace_back(name);
+  }
+  return unknown;
+}
+
+namespace {
+
+// Once per process: an unknown ZCOLL_* name is most likely a typo of a known one.
+void warnUnknownVariables() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (const std::string& name : unknownConfigVariables())
+      ZCOLL_WARN(Init, -1, "unknown environment variable {} ignored (did you mean {}?)", name,
+                 closestConfigVariable(name));
+  });
+}
 
 }  // namespace
 
@@ -186,8 +293,8 @@ Status buildConfig(const zcollConfig_t* api, Config* out) {
 
   if (const char* v = env("ZCOLL_TIMEOUT_S")) {
     char* end = nullptr;
-    double s = std::strtod(v, &end);
-    if (*end || !(s > 0) || s > 1e7)
+    double s = isDecimal(v) ? std::strtod(v, &end) : 0;
+    if (!end || *end || !(s > 0) || s > 1e7)
       return invalidArgument("environment variable ZCOLL_TIMEOUT_S='{}': expected seconds > 0", v);
     c.timeoutMs = static_cast<int64_t>(s * 1000.0 + 0.5);
     if (c.timeoutMs < 1) c.timeoutMs = 1;
@@ -226,6 +333,9 @@ Status buildConfig(const zcollConfig_t* api, Config* out) {
     c.calibrationDir = std::string(home) + "/.cache/zcoll";
   }
   envString("ZCOLL_TRANSPORTS", &c.transports);
+  if (Status s = checkTransportList(c.transports, api && api->transports && !env("ZCOLL_TRANSPORTS")); !s) return s;
+  if (Status s = checkLogSettings(); !s) return s;
+  warnUnknownVariables();
   if (const char* v = env("ZCOLL_DEVICE"); v && readDeviceSetting() != v)
     return invalidArgument("environment variable ZCOLL_DEVICE='{}': expected auto, cuda, emulated or none", v);
   envString("ZCOLL_SOCKET_IFNAME", &c.socketIfname);

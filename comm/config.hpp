@@ -78,6 +78,13 @@ std::string sharedSettingsText(const Config& c);
 uint64_t sharedSettingsHash(const Config& c);
 
 LogSettings readLogSettings();
+// The subsystems ZCOLL_DEBUG_SUBSYS names (log.hpp's Subsys, in order).
+inline constexpr std::string_view kLogSubsystems[] = {"init", "boot", "coll", "shm", "api"};
+
+// ZCOLL_* names in the environment that neither the library nor this repository's tools read (typos:
+// buildConfig warns once per process), and the known variable nearest to a name.
+std::vector<std::string> unknownConfigVariables();
+std::string closestConfigVariable(std::string_view name);
 
 // ZCOLL_DEVICE (process-wide): "auto", "cuda", "emulated" or "none" ("auto" when unset or unknown;
 // buildConfig rejects an unknown value).

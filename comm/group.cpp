@@ -53,7 +53,9 @@ Status groupEnd() {
   if (g.depth == 0) return invalidUsage("zcollGroupEnd without a matching zcollGroupStart");
   if (--g.depth > 0) return Status::ok();
 
-  // Order by communicator (stable), fusing consecutive send/recv of one communicator.
+  // Per communicator: all its send/recv as one batch first, then its collectives in call order.
+  // Send/recv and collectives share each pair's FIFO, so both ranks must run them in one order,
+  // whatever order each rank queued them in (NCCL runs a group's calls concurrently).
   std::vector<Batch>& batches = g.batches;
   std::vector<zcollComm_t>& comms = g.comms;
   batches.clear();
@@ -65,27 +67,27 @@ Status groupEnd() {
     if (!seen) comms.push_back(e.comm);
   }
   for (zcollComm_t c : comms) {
+    bool p2p = false;
     for (const Entry& e : g.entries) {
-      if (e.comm != c) continue;
-      if (e.op.coll == Collective::SendRecv) {
-        if (batches.empty() || batches.back().comm != c || batches.back().op.coll != Collective::SendRecv) {
-          Batch b{c, e.op, g.items.size(), e.stream};
-          b.op.nitems = 0;
-          batches.push_back(b);
-        }
-        Batch& b = batches.back();
-        if (e.op.device && b.op.device && e.stream != b.stream) {
-          g.entries.clear();
-          return invalidUsage("send/recv of one group on one communicator with device buffers must use one stream");
-        }
-        if (e.op.device && !b.op.device) b.stream = e.stream;
-        b.op.device = b.op.device || e.op.device;  // a batch with any device buffer runs as a device op
-        g.items.push_back(e.item);
-        b.op.nitems++;
-      } else {
-        batches.push_back(Batch{c, e.op, 0, e.stream});
+      if (e.comm != c || e.op.coll != Collective::SendRecv) continue;
+      if (!p2p) {
+        Batch b{c, e.op, g.items.size(), e.stream};
+        b.op.nitems = 0;
+        batches.push_back(b);
+        p2p = true;
       }
+      Batch& b = batches.back();
+      if (e.op.device && b.op.device && e.stream != b.stream) {
+        g.entries.clear();
+        return invalidUsage("send/recv of one group on one communicator with device buffers must use one stream");
+      }
+      if (e.op.device && !b.op.device) b.stream = e.stream;
+      b.op.device = b.op.device || e.op.device;  // a batch with any device buffer runs as a device op
+      g.items.push_back(e.item);
+      b.op.nitems++;
     }
+    for (const Entry& e : g.entries)
+      if (e.comm == c && e.op.coll != Collective::SendRecv) batches.push_back(Batch{c, e.op, 0, e.stream});
   }
   g.entries.clear();
   for (Batch& b : batches)

@@ -17,7 +17,7 @@ std::atomic<unsigned> gLogSubsysMask{~0u};
 
 namespace {
 
-constexpr std::string_view kSubsysNames[] = {"init", "boot", "coll", "shm", "api"};
+constexpr const auto& kSubsysNames = kLogSubsystems;
 static_assert(std::size(kSubsysNames) == static_cast<size_t>(Subsys::Count));
 
 std::once_flag gInitOnce;
@@ -50,16 +50,22 @@ void initOnce() {
     }
     gLogSubsysMask.store(mask, std::memory_order_relaxed);
   }
+  std::string fileError;
   try {
     gLogger = s.file.empty() ? spdlog::stderr_logger_mt("zcoll")
                              : spdlog::basic_logger_mt("zcoll", expandFile(s.file));
-  } catch (const std::exception&) {
+  } catch (const std::exception& e) {
+    fileError = e.what();
     gLogger = spdlog::stderr_logger_mt("zcoll-fallback");
   }
   gLogger->set_pattern("%H:%M:%S.%f %v");
   gLogger->set_level(spdlog::level::trace);
   gLogger->flush_on(spdlog::level::trace);
   gLogLevel.store(static_cast<int>(s.level), std::memory_order_relaxed);
+  // A log file that cannot be written must not swallow the warnings: they go to stderr, and say why.
+  if (!fileError.empty() && s.level >= LogLevel::Warn)
+    logWrite(LogLevel::Warn, Subsys::Init, -1,
+             fmt::format("ZCOLL_DEBUG_FILE='{}' cannot be written ({}); logging to stderr", s.file, fileError));
 }
 
 }  // namespace

@@ -286,8 +286,9 @@ zcollResult_t zcollRecv(void* recvbuff, size_t count, zcollDataType_t datatype, 
  *  communicators). Groups nest; only the outermost end launches. */
 zcollResult_t zcollGroupStart(void);
 
-/** Ends a group: runs every queued call (the point-to-point calls of one communicator as one
- *  batch) and, for host buffers, blocks until all are complete. Returns the first failure. */
+/** Ends a group: runs every queued call (per communicator, its point-to-point calls as one batch,
+ *  then its collectives in call order, whatever the interleaving) and, for host buffers, blocks until
+ *  all are complete. Returns the first failure. */
 zcollResult_t zcollGroupEnd(void);
 
 /* ---------------------------------------------------------------------------------------------

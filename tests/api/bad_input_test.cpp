@@ -208,6 +208,27 @@ TEST(BadInputInit, LastAlgorithmBeforeAnyOperation) {
   EXPECT_EQ(zcollCommDestroy(comm), zcollSuccess);
 }
 
+// Also when creation ran the calibration probe (no cache): the probe's operations are not the user's.
+TEST(BadInputInit, LastAlgorithmIsEmptyAfterTheCalibrationProbe) {
+  setenv("ZCOLL_CALIBRATE", "1", 1);
+  setenv("ZCOLL_CALIBRATION_DIR", "none", 1);
+  zcollUniqueId id;
+  ASSERT_EQ(zcollGetUniqueId(&id), zcollSuccess);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r)
+    ranks.emplace_back([id, r] {
+      zcollComm_t comm = nullptr;
+      ASSERT_EQ(zcollCommInitRank(&comm, 2, id, r), zcollSuccess) << zcollGetLastError(nullptr);
+      char last[64] = "x";
+      EXPECT_EQ(zcollCommLastAlgorithm(comm, last, sizeof last), zcollSuccess);
+      EXPECT_STREQ(last, "") << "rank " << r;
+      EXPECT_EQ(zcollCommDestroy(comm), zcollSuccess);
+    });
+  for (auto& t : ranks) t.join();
+  setenv("ZCOLL_CALIBRATE", "0", 1);
+  unsetenv("ZCOLL_CALIBRATION_DIR");
+}
+
 // The handle of a 1-rank communicator that was created and destroyed (nullptr on failure).
 zcollComm_t destroyedComm() {
   zcollUniqueId id;

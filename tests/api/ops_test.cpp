@@ -6,6 +6,7 @@
 #include <chrono>
 #include <numeric>
 #include <stdlib.h>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -180,6 +181,125 @@ TEST(Group, OneThreadDrivesAllRanks) {
     EXPECT_EQ(bufs[r][999], 4 * 999.0f + 6);
     EXPECT_EQ(zcollCommDestroy(comms[r]), zcollSuccess);
   }
+}
+
+// A group mixing send/recv and collectives on one communicator, each rank queuing them in its own
+// order (issue 26: the collective used to consume the peer's point-to-point bytes). A ring exchange
+// beside an all-reduce and a broadcast, at sizes of one chunk and of many.
+class MixedGroup : public ::testing::TestWithParam<int> {};
+
+TEST_P(MixedGroup, SendRecvAndCollectivesInAnyOrder) {
+  const int n = GetParam();
+  RankPool pool(n, config());
+  for (size_t count : {size_t{64}, size_t{1000}}) {
+    pool.run([&](int rank, zcollComm_t comm) {
+      const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+      std::vector<int32_t> out = pattern(rank, next, count), in(count, -1), sum(count), bc(count);
+      for (size_t i = 0; i < count; ++i) sum[i] = rank * 7 + static_cast<int32_t>(i);
+      for (size_t i = 0; i < count; ++i) bc[i] = rank == n - 1 ? static_cast<int32_t>(3 * i + 1) : -5;
+      auto send = [&] { return zcollSend(out.data(), count, zcollInt32, next, comm, nullptr); };
+      auto recv = [&] { return zcollRecv(in.data(), count, zcollInt32, prev, comm, nullptr); };
+      auto allReduce = [&] {
+        return zcollAllReduce(sum.data(), sum.data(), count, zcollInt32, zcollSum, comm, nullptr);
+      };
+      auto bcast = [&] { return zcollBroadcast(bc.data(), bc.data(), count, zcollInt32, n - 1, comm, nullptr); };
+      ASSERT_EQ(zcollGroupStart(), zcollSuccess);
+      switch (rank % 3) {  // three interleavings; the collectives keep their order on every rank
+        case 0:
+          ASSERT_EQ(send(), zcollSuccess);
+          ASSERT_EQ(allReduce(), zcollSuccess);
+          ASSERT_EQ(recv(), zcollSuccess);
+          ASSERT_EQ(bcast(), zcollSuccess);
+          break;
+        case 1:
+          ASSERT_EQ(allReduce(), zcollSuccess);
+          ASSERT_EQ(bcast(), zcollSuccess);
+          ASSERT_EQ(recv(), zcollSuccess);
+          ASSERT_EQ(send(), zcollSuccess);
+          break;
+        default:
+          ASSERT_EQ(recv(), zcollSuccess);
+          ASSERT_EQ(allReduce(), zcollSuccess);
+          ASSERT_EQ(send(), zcollSuccess);
+          ASSERT_EQ(bcast(), zcollSuccess);
+      }
+      ASSERT_EQ(zcollGroupEnd(), zcollSuccess) << zcollGetLastError(comm);
+      EXPECT_EQ(in, pattern(prev, rank, count)) << "rank " << rank << " from " << prev;
+      for (size_t i = 0; i < count; ++i) {
+        ASSERT_EQ(sum[i], 7 * n * (n - 1) / 2 + n * static_cast<int32_t>(i)) << "rank " << rank << " at " << i;
+        ASSERT_EQ(bc[i], static_cast<int32_t>(3 * i + 1)) << "rank " << rank << " at " << i;
+      }
+    });
+  }
+}
+
+// The same across two communicators in one group: a collective on one, send/recv on both.
+TEST_P(MixedGroup, AcrossTwoCommunicators) {
+  const int n = GetParam();
+  RankPool pool(n, config());
+  zcollUniqueId id2;
+  ASSERT_EQ(zcollGetUniqueId(&id2), zcollSuccess);
+  pool.run([&](int rank, zcollComm_t comm) {
+    zcollComm_t comm2 = nullptr;
+    zcollConfig_t cfg = config();
+    ASSERT_EQ(zcollCommInitRankConfig(&comm2, n, id2, rank, &cfg), zcollSuccess) << zcollGetLastError(nullptr);
+    const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+    const size_t count = 777;
+    std::vector<int32_t> out = pattern(rank, next, count), in1(count, -1), in2(count, -1), sum(count, rank + 1);
+    ASSERT_EQ(zcollGroupStart(), zcollSuccess);
+    if (rank % 2) {
+      ASSERT_EQ(zcollRecv(in2.data(), count, zcollInt32, prev, comm2, nullptr), zcollSuccess);
+      ASSERT_EQ(zcollSend(out.data(), count, zcollInt32, next, comm, nullptr), zcollSuccess);
+      ASSERT_EQ(zcollAllReduce(sum.data(), sum.data(), count, zcollInt32, zcollSum, comm, nullptr), zcollSuccess);
+      ASSERT_EQ(zcollSend(out.data(), count, zcollInt32, next, comm2, nullptr), zcollSuccess);
+      ASSERT_EQ(zcollRecv(in1.data(), count, zcollInt32, prev, comm, nullptr), zcollSuccess);
+    } else {
+      ASSERT_EQ(zcollAllReduce(sum.data(), sum.data(), count, zcollInt32, zcollSum, comm, nullptr), zcollSuccess);
+      ASSERT_EQ(zcollSend(out.data(), count, zcollInt32, next, comm2, nullptr), zcollSuccess);
+      ASSERT_EQ(zcollRecv(in1.data(), count, zcollInt32, prev, comm, nullptr), zcollSuccess);
+      ASSERT_EQ(zcollSend(out.data(), count, zcollInt32, next, comm, nullptr), zcollSuccess);
+      ASSERT_EQ(zcollRecv(in2.data(), count, zcollInt32, prev, comm2, nullptr), zcollSuccess);
+    }
+    ASSERT_EQ(zcollGroupEnd(), zcollSuccess) << zcollGetLastError(nullptr);
+    EXPECT_EQ(in1, pattern(prev, rank, count));
+    EXPECT_EQ(in2, pattern(prev, rank, count));
+    EXPECT_EQ(sum, std::vector<int32_t>(count, n * (n + 1) / 2));
+    EXPECT_EQ(zcollCommDestroy(comm2), zcollSuccess);
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, MixedGroup, ::testing::Values(2, 3, 4));
+
+// One thread at a time per communicator (zcoll.h): a second thread's call while the first is inside
+// one is refused with InvalidUsage naming the rule, and the first call and later ones are unharmed.
+TEST(Threads, SecondThreadOnABusyCommunicatorIsRefused) {
+  RankPool pool(2, config());
+  pool.run([&](int rank, zcollComm_t comm) {
+    std::vector<float> x(1000, static_cast<float>(rank + 1));
+    if (rank == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));  // rank 0 waits inside its call
+    } else {
+      std::thread other([comm] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        std::vector<float> y(10, 1.0f);
+        EXPECT_EQ(zcollAllReduce(y.data(), y.data(), y.size(), zcollFloat, zcollSum, comm, nullptr), zcollInvalidUsage);
+        EXPECT_NE(std::string(zcollGetLastError(comm)).find("one thread at a time"), std::string::npos)
+            << zcollGetLastError(comm);
+        zcollRequest_t req = nullptr;
+        EXPECT_EQ(zcollAllReduceAsync(y.data(), y.data(), y.size(), zcollFloat, zcollSum, comm, &req),
+                  zcollInvalidUsage);
+      });
+      EXPECT_EQ(zcollAllReduce(x.data(), x.data(), x.size(), zcollFloat, zcollSum, comm, nullptr), zcollSuccess)
+          << zcollGetLastError(comm);
+      other.join();
+    }
+    if (rank == 1)
+      EXPECT_EQ(zcollAllReduce(x.data(), x.data(), x.size(), zcollFloat, zcollSum, comm, nullptr), zcollSuccess);
+    EXPECT_EQ(x, std::vector<float>(1000, 3.0f));
+    EXPECT_EQ(zcollAllReduce(x.data(), x.data(), x.size(), zcollFloat, zcollSum, comm, nullptr), zcollSuccess)
+        << zcollGetLastError(comm);
+    EXPECT_EQ(x, std::vector<float>(1000, 6.0f));
+  });
 }
 
 // A peer that never joins the collective: the caller fails with Timeout, naming the op and peer,

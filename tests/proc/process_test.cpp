@@ -316,6 +316,52 @@ TEST_F(Process, InterruptIsForwarded) {
   EXPECT_LT(s, 5.0);
 }
 
+// zcoll-run killed with SIGKILL (it cannot forward that): its ranks die with it, no orphans.
+TEST_F(Process, KillingZcollRunKillsItsRanks) {
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    execl(run_.c_str(), run_.c_str(), "-n", "3", prog_.c_str(), "hang", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  EXPECT_EQ(processesMatching(prog_ + " hang"), 4);  // zcoll-run and its 3 ranks
+  kill(pid, SIGKILL);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  for (int i = 0; i < 50 && processesMatching(prog_ + " hang") > 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(processesMatching(prog_ + " hang"), 0);
+}
+
+// Misspelt and malformed settings (issue 26): an error naming the setting, or for an unknown ZCOLL_*
+// name a warning naming the closest known one; an unwritable log file falls back to stderr, saying so.
+TEST_F(Process, TyposAndBadValuesAreNamed) {
+  struct Case {
+    const char* env;
+    bool fails;
+    const char* expect;
+  } cases[] = {
+      {"ZCOLL_ALGOO=ring", false, "unknown environment variable ZCOLL_ALGOO ignored (did you mean ZCOLL_ALGO?)"},
+      {"ZCOLL_DEBUG=LOUD", true, "ZCOLL_DEBUG='LOUD'"},
+      {"ZCOLL_DEBUG_SUBSYS=nonsense", true, "unknown subsystem 'nonsense'"},
+      {"ZCOLL_TRANSPORTS=shm,foo", true, "unknown transport 'foo'"},
+      {"ZCOLL_TIMEOUT_S=0x10", true, "ZCOLL_TIMEOUT_S='0x10'"},
+      {"ZCOLL_DEBUG_FILE=/dev/null/zcoll.log ZCOLL_ALGOO=ring", false,
+       "ZCOLL_DEBUG_FILE='/dev/null/zcoll.log' cannot be written"},
+  };
+  for (const Case& c : cases) {
+    Result r = runCommand(std::string("env ") + c.env + " " + run_ + " -n 2 " + prog_ + " check");
+    EXPECT_EQ(r.status != 0, c.fails) << c.env << "\n" << r.out;
+    EXPECT_NE(r.out.find(c.expect), std::string::npos) << c.env << "\n" << r.out;
+  }
+  for (const char* t : {"abc", "-5", "0", "1x"}) {
+    Result r = runCommand(run_ + " --timeout " + t + " -n 1 " + prog_ + " check");
+    EXPECT_EQ(r.status, 2) << t << "\n" << r.out;
+    EXPECT_NE(r.out.find(std::string("--timeout ") + t + ": expected seconds > 0"), std::string::npos) << r.out;
+  }
+}
+
 TEST_F(Process, KillNineLeavesNothingBehind) {
   pid_t pid = fork();
   ASSERT_GE(pid, 0);

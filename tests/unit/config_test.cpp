@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "comm/config.hpp"
 
@@ -108,6 +109,51 @@ TEST_F(ConfigTest, BadValuesNameTheirSource) {
   api.fifoSlots = 1;
   s = buildConfig(&api, &c);
   EXPECT_NE(s.message().find("fifoSlots"), std::string::npos) << s.message();
+}
+
+// Values that used to pass for something else (issue 26): hex timeouts, unknown transports, levels
+// and subsystems are errors naming the variable; unknown ZCOLL_* names are found with their nearest.
+TEST_F(ConfigTest, MalformedValuesAndUnknownNames) {
+  Config c;
+  auto expectRejected = [&](const char* var, const char* value, const char* what) {
+    setenv(var, value, 1);
+    Status s = buildConfig(nullptr, &c);
+    EXPECT_EQ(s.code(), StatusCode::InvalidArgument) << var << "=" << value;
+    EXPECT_NE(s.message().find(var), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find(what), std::string::npos) << s.message();
+    unsetenv(var);
+  };
+  for (const char* t : {"0x10", "1e3", "inf", "nan", "-5", "0", ".", "1.2.3"})
+    expectRejected("ZCOLL_TIMEOUT_S", t, "expected seconds > 0");
+  setenv("ZCOLL_TIMEOUT_S", ".5", 1);
+  ASSERT_TRUE(buildConfig(nullptr, &c).isOk());
+  EXPECT_EQ(c.timeoutMs, 500);
+  unsetenv("ZCOLL_TIMEOUT_S");
+  expectRejected("ZCOLL_TRANSPORTS", "shm,foo", "unknown transport 'foo'");
+  expectRejected("ZCOLL_DEBUG", "LOUD", "expected NONE, WARN, INFO or TRACE");
+  expectRejected("ZCOLL_DEBUG_SUBSYS", "coll,nonsense", "unknown subsystem 'nonsense'");
+  for (const char* ok : {"info", "NONE", "off", "Trace"}) {
+    setenv("ZCOLL_DEBUG", ok, 1);
+    EXPECT_TRUE(buildConfig(nullptr, &c).isOk()) << ok;
+  }
+  unsetenv("ZCOLL_DEBUG");
+  setenv("ZCOLL_DEBUG_SUBSYS", "coll,boot,all", 1);
+  EXPECT_TRUE(buildConfig(nullptr, &c).isOk());
+  unsetenv("ZCOLL_DEBUG_SUBSYS");
+  zcollConfig_t api = ZCOLL_CONFIG_INITIALIZER;
+  api.transports = "tcp,bogus";
+  Status s = buildConfig(&api, &c);
+  EXPECT_NE(s.message().find("config->transports"), std::string::npos) << s.message();
+
+  setenv("ZCOLL_ALGOO", "ring", 1);
+  setenv("ZCOLL_TEST_ANYTHING", "1", 1);  // the test suites' own variables are known
+  const std::vector<std::string> unknown = unknownConfigVariables();
+  EXPECT_EQ(unknown, std::vector<std::string>{"ZCOLL_ALGOO"});
+  EXPECT_EQ(closestConfigVariable("ZCOLL_ALGOO"), "ZCOLL_ALGO");
+  EXPECT_EQ(closestConfigVariable("ZCOLL_TIMEOUT"), "ZCOLL_TIMEOUT_S");
+  EXPECT_EQ(closestConfigVariable("ZCOLL_SOCKET_PER_PEER"), "ZCOLL_SOCKETS_PER_PEER");
+  unsetenv("ZCOLL_ALGOO");
+  unsetenv("ZCOLL_TEST_ANYTHING");
 }
 
 TEST_F(ConfigTest, IbDeviceListAndGidIndex) {

@@ -6,13 +6,15 @@
 // MASTER_PORT and a fresh ZCOLL_BOOTSTRAP_SECRET, so zcollCommInitFromEnv joins them into one job.
 // If a rank fails (non-zero exit or a signal) the others get SIGTERM, then SIGKILL after a grace
 // period, and zcoll-run exits with the failing rank's status (128 + signal for a signal).
-// SIGINT/SIGTERM/SIGHUP are forwarded to every rank. --tag-output prefixes each line with [rank].
+// SIGINT/SIGTERM/SIGHUP are forwarded to every rank; a rank dies with zcoll-run even when zcoll-run is
+// SIGKILLed (PR_SET_PDEATHSIG). --tag-output prefixes each line with [rank].
 // --bind pins each rank to its own core / NUMA node / package (hwloc; tools/launcher/binding.hpp).
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -136,7 +138,13 @@ int main(int argc, char** argv) {
       tag = true;
     } else if (a == "--timeout") {
       if (i + 1 >= argc) { usage(stderr); return 2; }
-      timeoutSec = std::atof(argv[++i]);
+      char* end = nullptr;
+      const char* text = argv[++i];
+      timeoutSec = std::strtod(text, &end);
+      if (end == text || *end || !(timeoutSec > 0) || timeoutSec > 1e7) {
+        std::fprintf(stderr, "zcoll-run: --timeout %s: expected seconds > 0\n", text);
+        return 2;
+      }
     } else if (a == "--bind") {
       if (i + 1 >= argc) { usage(stderr); return 2; }
       bind = argv[++i];
@@ -208,8 +216,11 @@ int main(int argc, char** argv) {
       return 2;
     }
     sigprocmask(SIG_BLOCK, &block, &old);  // no forwarding while the table is inconsistent
+    const pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0) {
+      // The ranks die with zcoll-run, whatever kills it (SIGKILL included): no orphans.
+      if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(127);
       sigprocmask(SIG_SETMASK, &old, nullptr);
       sigprocmask(SIG_UNBLOCK, &chld, nullptr);
       struct sigaction dfl{};

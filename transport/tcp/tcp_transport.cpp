@@ -260,8 +260,9 @@ void TcpTransport::pullStream(Peer& p, Stream& st) {
     }
     return true;
   };
-  while (!p.dead) {
-    // Place what the bounce buffer holds: the frame's header, then its bytes into its slot.
+  for (;;) {
+    // Place what the bounce buffer holds: the frame's header, then its bytes into its slot (also
+    // after the peer closed: they are frames it sent).
     while (st.bounceHead < st.bounceTail) {
       if (st.recvFrame - p.recvTail >= static_cast<uint64_t>(slots_)) return;  // no free slot: the rest waits
       const size_t avail = st.bounceTail - st.bounceHead;
@@ -278,7 +279,7 @@ void TcpTransport::pullStream(Peer& p, Stream& st) {
       st.bounceHead += n;
       if (!advanced()) return;
     }
-    if (st.recvFrame - p.recvTail >= static_cast<uint64_t>(slots_)) return;
+    if (st.recvFrame - p.recvTail >= static_cast<uint64_t>(slots_) || p.dead || st.closed) return;
     // Inside a payload with much of it left: the kernel copies straight into the slot, at the
     // payload's offset within a cache line (kFrameHeader keeps it), without the bounce buffer's copy.
     uint8_t* into = st.bounceData;
@@ -295,8 +296,10 @@ void TcpTransport::pullStream(Peer& p, Stream& st) {
       markDead(p);
       return;
     }
-    if (got == 0) {  // the peer closed: whatever it sent is here
-      markDead(p);
+    if (got == 0) {  // the peer closed this connection: whatever it sent on it is here
+      st.closed = true;
+      // Frames may still wait on its other connections: the peer is gone once all are closed.
+      if (std::all_of(p.streams.begin(), p.streams.end(), [](const Stream& s) { return s.closed; })) markDead(p);
       return;
     }
     if (direct) {

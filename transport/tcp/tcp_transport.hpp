@@ -99,6 +99,7 @@ class TcpTransport final : public Transport {
     std::vector<uint8_t> bounce;
     uint8_t* bounceData = nullptr;
     size_t bounceHead = 0, bounceTail = 0;
+    bool closed = false;  // the peer closed it (EOF): everything it sent on it has been read
   };
   struct Peer {
     std::vector<Stream> streams;
