@@ -293,8 +293,9 @@ TEST(Threads, SecondThreadOnABusyCommunicatorIsRefused) {
           << zcollGetLastError(comm);
       other.join();
     }
-    if (rank == 1)
+    if (rank == 1) {
       EXPECT_EQ(zcollAllReduce(x.data(), x.data(), x.size(), zcollFloat, zcollSum, comm, nullptr), zcollSuccess);
+    }
     EXPECT_EQ(x, std::vector<float>(1000, 3.0f));
     EXPECT_EQ(zcollAllReduce(x.data(), x.data(), x.size(), zcollFloat, zcollSum, comm, nullptr), zcollSuccess)
         << zcollGetLastError(comm);
