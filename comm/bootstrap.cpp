@@ -38,6 +38,7 @@ Status Bootstrap::create(const UniqueIdFields& id, int rank, int nranks, const C
   b->abort_ = abort;
   b->secret_ = id.secret;
   b->settings_ = sharedSettingsHash(config);
+  raiseFileLimit();  // sockets and segments per peer
   if (Status s = b->rendezvous(id); !s) return s;
   if (Status s = b->connectRing(); !s) return s;
   *out = std::move(b);
@@ -114,24 +115,19 @@ Status Bootstrap::connectRing() {
   if (Status s = sendAll(next_.get(), &h, sizeof h, deadline, abort_); !s)
     return std::move(s).withContext(fmt::format("bootstrap ring: hello to rank {}", next));
 
-  // Accept until the previous rank shows up; anything else is dropped.
-  while (!prev_.valid()) {
-    Fd c;
-    SockAddr from;
-    if (Status s = acceptOne(listen_.get(), deadline, abort_, &c, &from); !s)
-      return std::move(s).withContext(fmt::format("bootstrap ring: rank {} waiting for rank {}", rank_, prev));
+  // Accept until the previous rank shows up; anything else is dropped, silent connections included
+  // (they are read side by side, each with its own short budget).
+  const HelloJudge judge = [&](const void* hello, Fd* fd, const SockAddr&) {
     wire::RingHello in{};
-    // A stranger gets a short budget so it cannot hold up the ring.
-    Deadline helloDeadline = Deadline::atNs(std::min(deadline.ns(), nowNs() + 5'000'000'000));
-    Status s = recvAll(c.get(), &in, sizeof in, helloDeadline, abort_);
-    if (s.code() == StatusCode::Aborted) return s;
-    if (s) s = wire::checkRingHello(in, secret_, nonce_, prev);
-    if (s) {
-      prev_ = std::move(c);
-      break;
-    }
-    ZCOLL_WARN(Boot, rank_, "bootstrap ring: dropped connection from {}: {}", from.toString(), s.message());
-  }
+    std::memcpy(&in, hello, sizeof in);
+    if (Status s = wire::checkRingHello(in, secret_, nonce_, prev); !s) return HelloJudgement{HelloVerdict::Drop, s};
+    prev_ = std::move(*fd);
+    return HelloJudgement{HelloVerdict::Keep, Status::ok()};
+  };
+  if (Status s = acceptHellos(listen_.get(), sizeof(wire::RingHello), 1, deadline, abort_, judge,
+                              fmt::format("bootstrap ring: rank {} waiting for rank {}", rank_, prev), rank_);
+      !s)
+    return s;
   listen_.reset();
   return Status::ok();
 }

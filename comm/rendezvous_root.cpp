@@ -143,6 +143,18 @@ void RootService::run() {
       p.from.len = sizeof p.from.storage;
       int fd = ::accept4(listen_.get(), reinterpret_cast<sockaddr*>(&p.from.storage), &p.from.len,
                          SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {  // the listener stays readable: say so, stop
+        const std::string msg =
+            descriptorLimitError(fmt::format("rendezvous root {} with {} rank(s) joined", bound_.toString(), count_),
+                                 errno)
+                .message();
+        ZCOLL_WARN(Boot, -1, "{}", msg);
+        replyAll(static_cast<int32_t>(StatusCode::System), msg);
+        pending_.clear();
+        listen_.reset();
+        finished_.store(true);
+        return;
+      }
       if (fd < 0) break;
       p.fd.reset(fd);
       p.startNs = nowNs();
@@ -228,6 +240,7 @@ Status RendezvousRoot::start(const SockAddr& bindAddr, const Secret& secret, int
   // The logger first: statics are destroyed in reverse order, so the service threads (joined by
   // roots()'s holder at exit) are gone before the logger they may have used.
   (void)logEnabled(LogLevel::Warn, Subsys::Boot);
+  raiseFileLimit();  // a socket per rank
   reap();
   Fd fd;
   SockAddr b;

@@ -7,9 +7,14 @@
 #include <netdb.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/resource.h>
 
 #include <cerrno>
 #include <cstring>
+#include <mutex>
+#include <vector>
+
+#include "comm/log.hpp"
 
 namespace zcoll {
 namespace {
@@ -164,10 +169,110 @@ Status acceptOne(int listenFd, Deadline deadline, const std::atomic<bool>* abort
       if (peer) *peer = a;
       return Status::ok();
     }
+    if (errno == EMFILE || errno == ENFILE) return descriptorLimitError("accept", errno);
     if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED)
       return systemError("accept", errno);
     if (Status s = pollFor(listenFd, POLLIN, deadline, abort, "accept"); !s) return s;
   }
+}
+
+Status descriptorLimitError(std::string_view what, int err) {
+  rlimit lim{};
+  getrlimit(RLIMIT_NOFILE, &lim);
+  return systemError(fmt::format("{}: out of file descriptors (open-file limit {}, hard limit {}): raise it with "
+                                 "`ulimit -n`",
+                                 what, static_cast<int64_t>(lim.rlim_cur), static_cast<int64_t>(lim.rlim_max)),
+                     err);
+}
+
+int64_t raiseFileLimit() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    rlimit lim{};
+    if (getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur >= lim.rlim_max) return;
+    const rlim_t old = lim.rlim_cur;
+    lim.rlim_cur = lim.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &lim) == 0)
+      ZCOLL_INFO(Init, -1, "open-file limit raised from {} to {}", static_cast<int64_t>(old), static_cast<int64_t>(lim.rlim_max));
+  });
+  rlimit lim{};
+  getrlimit(RLIMIT_NOFILE, &lim);
+  return static_cast<int64_t>(lim.rlim_cur);
+}
+
+namespace {
+struct PendingHello {
+  Fd fd;
+  SockAddr from;
+  std::vector<char> hello;
+  size_t got = 0;
+  int64_t startNs = 0;
+};
+constexpr size_t kMaxPendingHellos = 1024;
+}  // namespace
+
+Status acceptHellos(int listenFd, size_t helloBytes, int want, Deadline deadline, const std::atomic<bool>* abort,
+                    const HelloJudge& judge, std::string_view what, int rank) {
+  std::vector<PendingHello> pending;
+  std::vector<pollfd> fds;
+  auto drop = [&](size_t i, std::string_view why) {
+    ZCOLL_WARN(Boot, rank, "{}: dropped connection from {}: {}", what, pending[i].from.toString(), why);
+    pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
+  };
+  for (int kept = 0; kept < want;) {
+    if (aborted(abort)) return abortedStatus(what);
+    if (deadline.passed()) return timeoutError("{}: timed out ({} of {} connections)", what, kept, want);
+    fds.clear();
+    fds.push_back({listenFd, POLLIN, 0});
+    for (const PendingHello& p : pending) fds.push_back({p.fd.get(), POLLIN, 0});
+    if (::poll(fds.data(), fds.size(), deadline.remainingMsForPoll()) < 0 && errno != EINTR)
+      return systemError(fmt::format("{}: poll", what), errno);
+    for (;;) {  // every connection waiting at the listener
+      PendingHello p;
+      p.from.len = sizeof p.from.storage;
+      const int fd = ::accept4(listenFd, reinterpret_cast<sockaddr*>(&p.from.storage), &p.from.len,
+                               SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        if (errno == EMFILE || errno == ENFILE) return descriptorLimitError(fmt::format("{}: accept", what), errno);
+        return systemError(fmt::format("{}: accept", what), errno);
+      }
+      int one = 1;
+      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      p.fd.reset(fd);
+      p.hello.resize(helloBytes);
+      p.startNs = nowNs();
+      if (pending.size() >= kMaxPendingHellos) drop(0, "too many connections waiting for their hello");
+      pending.push_back(std::move(p));
+    }
+    const int64_t now = nowNs();
+    for (size_t i = 0; i < pending.size();) {
+      PendingHello& p = pending[i];
+      ssize_t n = 1;
+      while (p.got < helloBytes && (n = ::recv(p.fd.get(), p.hello.data() + p.got, helloBytes - p.got, MSG_DONTWAIT)) > 0)
+        p.got += static_cast<size_t>(n);
+      if (p.got < helloBytes) {
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+          drop(i, fmt::format("closed after {} of {} bytes", p.got, helloBytes));
+        } else if (now - p.startNs > kHelloBudgetMs * 1'000'000) {
+          drop(i, fmt::format("no hello within {} ms", kHelloBudgetMs));
+        } else {
+          ++i;
+        }
+        continue;
+      }
+      HelloJudgement j = judge(p.hello.data(), &p.fd, p.from);
+      if (j.verdict == HelloVerdict::Fail) return std::move(j.reason);
+      if (j.verdict == HelloVerdict::Keep) {
+        ++kept;
+        pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
+      } else {
+        drop(i, j.reason.message());
+      }
+    }
+  }
+  return Status::ok();
 }
 
 Status sendAll(int fd, const void* data, size_t bytes, Deadline deadline, const std::atomic<bool>* abort) {

@@ -10,7 +10,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <string_view>
 
 #include "comm/clock.hpp"
 #include "comm/status.hpp"
@@ -67,6 +69,30 @@ Status listenTcp(const SockAddr& addr, int backlog, Fd* out, SockAddr* bound);
 Status connectTcp(const SockAddr& addr, Deadline deadline, const std::atomic<bool>* abort, Fd* out);
 // Accepts one connection (non-blocking listener) before the deadline.
 Status acceptOne(int listenFd, Deadline deadline, const std::atomic<bool>* abort, Fd* out, SockAddr* peer);
+
+// What a listener makes of a connection whose hello arrived (acceptHellos).
+enum class HelloVerdict {
+  Keep,  // the judge took the connection
+  Drop,  // a stranger or a duplicate: closed, logged with the reason, accepting goes on
+  Fail,  // a peer that cannot work with this rank (its settings differ): accepting stops with the reason
+};
+struct HelloJudgement {
+  HelloVerdict verdict = HelloVerdict::Drop;
+  Status reason;  // Drop, Fail: why
+};
+using HelloJudge = std::function<HelloJudgement(const void* hello, Fd* fd, const SockAddr& from)>;
+// Accepts connections on listenFd and reads a helloBytes-long hello from each, all at once (poll), until
+// `want` were kept: a connection that is silent for kHelloBudgetMs, closes early, or that judge drops is
+// closed without holding up the others (a stranger cannot stall a listener). what/rank label messages.
+inline constexpr int64_t kHelloBudgetMs = 5000;
+Status acceptHellos(int listenFd, size_t helloBytes, int want, Deadline deadline, const std::atomic<bool>* abort,
+                    const HelloJudge& judge, std::string_view what, int rank);
+
+// An accept() that failed for want of descriptors, said plainly (with the limit and the fix).
+Status descriptorLimitError(std::string_view what, int err);
+// Raises this process's soft limit of open files to the hard limit (once; a job of many ranks holds
+// a socket per rank at the root). Returns the soft limit in force.
+int64_t raiseFileLimit();
 
 Status sendAll(int fd, const void* data, size_t bytes, Deadline deadline, const std::atomic<bool>* abort);
 Status recvAll(int fd, void* data, size_t bytes, Deadline deadline, const std::atomic<bool>* abort);

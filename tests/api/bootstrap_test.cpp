@@ -3,8 +3,16 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/socket.h>
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
 
+#include <algorithm>
 #include <chrono>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <vector>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -82,6 +90,80 @@ TEST(Bootstrap, StrangersAreDroppedAndTheRightRanksCarryOn) {
       EXPECT_EQ(zcollCommDestroy(c), zcollSuccess);
     }
   }
+}
+
+// Ports this process listens on (TCP, IPv4), from /proc/self/net/tcp and the sockets of /proc/self/fd.
+std::vector<int> listeningPorts() {
+  std::set<std::string> inodes;
+  if (DIR* d = opendir("/proc/self/fd")) {
+    while (dirent* e = readdir(d)) {
+      char link[64] = {};
+      if (readlink(("/proc/self/fd/" + std::string(e->d_name)).c_str(), link, sizeof link - 1) > 0 &&
+          std::strncmp(link, "socket:[", 8) == 0)
+        inodes.insert(std::string(link + 8, std::strlen(link) - 9));
+    }
+    closedir(d);
+  }
+  std::vector<int> ports;
+  std::ifstream tcp("/proc/self/net/tcp");
+  std::string line;
+  std::getline(tcp, line);  // header
+  while (std::getline(tcp, line)) {
+    std::istringstream in(line);
+    std::string sl, local, remote, st, queues, tr, retr, uid, timeout, inode;
+    in >> sl >> local >> remote >> st >> queues >> tr >> retr >> uid >> timeout >> inode;
+    if (st == "0A" && inodes.count(inode)) ports.push_back(static_cast<int>(std::stoul(local.substr(local.find(':') + 1), nullptr, 16)));
+  }
+  return ports;
+}
+
+// Silent connections to the ranks' own listeners (the bootstrap ring's, then tcp's) hold nobody up:
+// each listener reads all its connections side by side (issue 26: 4 per rank cost 20 s, 12 made
+// creation time out). Ranks 0 and 1 listen while they wait for rank 2; then 12 silent connections
+// go to each of their listeners, and rank 2 joins.
+TEST(Bootstrap, SilentConnectionsToTheRanksListenersHoldNobodyUp) {
+  zcollUniqueId id;
+  ASSERT_EQ(zcollGetUniqueId(&id), zcollSuccess);
+  UniqueIdFields f;
+  ASSERT_TRUE(decodeUniqueId(id.internal, &f).isOk());
+  zcollConfig_t cfg = shortTimeout(30000);
+  cfg.transports = "tcp";
+  const std::vector<int> before = listeningPorts();
+  zcollComm_t comms[3] = {};
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r)
+    ranks.emplace_back([&, r] { EXPECT_EQ(zcollCommInitRankConfig(&comms[r], 3, id, r, &cfg), zcollSuccess) << zcollGetLastError(nullptr); });
+  std::vector<int> silent;
+  for (int i = 0; i < 100; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::vector<int> now = listeningPorts();
+    std::vector<int> fresh;
+    for (int p : now)
+      if (p != f.root.port() && std::find(before.begin(), before.end(), p) == before.end()) fresh.push_back(p);
+    if (fresh.size() < 2) continue;
+    for (int port : fresh)
+      for (int k = 0; k < 12; ++k) {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_port = htons(static_cast<uint16_t>(port));
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+        silent.push_back(fd);
+      }
+    break;
+  }
+  ASSERT_EQ(silent.size(), 24u) << "the ring listeners of ranks 0 and 1 were not found";
+  const auto start = std::chrono::steady_clock::now();
+  ranks.emplace_back([&] { EXPECT_EQ(zcollCommInitRankConfig(&comms[2], 3, id, 2, &cfg), zcollSuccess) << zcollGetLastError(nullptr); });
+  for (auto& t : ranks) t.join();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(s, 3.0) << "creation took " << s << " s with silent connections at the listeners";
+  for (int fd : silent) close(fd);
+  for (zcollComm_t c : comms)
+    if (c) {
+      EXPECT_EQ(zcollCommDestroy(c), zcollSuccess);
+    }
 }
 
 TEST(Bootstrap, UnreachableRootTimesOut) {

@@ -362,6 +362,18 @@ TEST_F(Process, TyposAndBadValuesAreNamed) {
   }
 }
 
+// Out of descriptors (issue 26): with a hard limit of 10 per rank the root cannot take 8 ranks' sockets,
+// and says so at once ("out of file descriptors", the limit) instead of spinning on accept until the
+// timeout; with only the soft limit at 10, zcoll raises it to the hard one and the job runs.
+TEST_F(Process, OutOfDescriptorsIsSaidAtOnceAndASoftLimitIsRaised) {
+  Result r = runCommand("bash -c 'ulimit -n 10; ZCOLL_TIMEOUT_S=30 exec " + run_ + " -n 8 " + prog_ + " check'");
+  EXPECT_NE(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("out of file descriptors (open-file limit 10"), std::string::npos) << r.out;
+  EXPECT_LT(r.seconds, 10.0) << r.out;
+  r = runCommand("bash -c 'ulimit -S -n 10; exec " + run_ + " -n 8 " + prog_ + " check'");
+  EXPECT_EQ(r.status, 0) << r.out;
+}
+
 TEST_F(Process, KillNineLeavesNothingBehind) {
   pid_t pid = fork();
   ASSERT_GE(pid, 0);

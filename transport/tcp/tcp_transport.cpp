@@ -115,33 +115,34 @@ Status TcpTransport::create(Bootstrap& boot, const Config& config, const std::at
       t->peers_[static_cast<size_t>(peer)].streams[static_cast<size_t>(j)].fd = std::move(fd);
     }
   }
-  for (int accepted = 0; accepted < lower * t->streams_;) {
-    Fd fd;
-    SockAddr from;
-    if (Status s = acceptOne(listener.get(), deadline, abort, &fd, &from); !s)
-      return std::move(s).withContext(fmt::format("tcp: waiting for {} connection(s) from lower ranks", lower * t->streams_ - accepted));
+  const HelloJudge judge = [&](const void* bytes, Fd* fd, const SockAddr& from) {
     Hello h{};
-    if (Status s = recvAll(fd.get(), &h, sizeof h, deadline, abort); !s) continue;  // not one of ours
+    std::memcpy(&h, bytes, sizeof h);
     if (h.magic != kHelloMagic || h.nonce != hello.nonce || std::memcmp(h.secret, hello.secret, sizeof h.secret) != 0 ||
-        h.rank < 0 || h.rank >= t->rank_ || !served[static_cast<size_t>(h.rank)]) {
-      ZCOLL_WARN(Init, t->rank_, "tcp: dropped a connection from {} that is not a peer of this communicator", from.toString());
-      continue;
-    }
+        h.rank < 0 || h.rank >= t->rank_ || !served[static_cast<size_t>(h.rank)])
+      return HelloJudgement{HelloVerdict::Drop, invalidArgument("not a peer of this communicator")};
     if (h.streams != t->streams_)
-      return invalidUsage("tcp: rank {} opens {} connections per peer and rank {} {}: ZCOLL_SOCKETS_PER_PEER must be the "
-                          "same on all ranks", h.rank, h.streams, t->rank_, t->streams_);
+      return HelloJudgement{
+          HelloVerdict::Fail,
+          invalidUsage("tcp: rank {} opens {} connections per peer and rank {} {}: ZCOLL_SOCKETS_PER_PEER must be the "
+                       "same on all ranks", h.rank, h.streams, t->rank_, t->streams_)};
     if (h.chunk != t->chunk_)
-      return invalidUsage("tcp: rank {} uses {}-byte chunks and rank {} {}: ZCOLL_SOCKET_CHUNK_SIZE (or ZCOLL_CHUNK_SIZE, "
-                          "which it follows when unset, and ZCOLL_TRANSPORTS: beside shm tcp takes the smaller of the "
-                          "two) must give the same on all ranks", h.rank, h.chunk, t->rank_, t->chunk_);
+      return HelloJudgement{
+          HelloVerdict::Fail,
+          invalidUsage("tcp: rank {} uses {}-byte chunks and rank {} {}: ZCOLL_SOCKET_CHUNK_SIZE (or ZCOLL_CHUNK_SIZE, "
+                       "which it follows when unset, and ZCOLL_TRANSPORTS: beside shm tcp takes the smaller of the "
+                       "two) must give the same on all ranks", h.rank, h.chunk, t->rank_, t->chunk_)};
     if (h.stream < 0 || h.stream >= t->streams_ ||
-        t->peers_[static_cast<size_t>(h.rank)].streams[static_cast<size_t>(h.stream)].fd.valid()) {
-      ZCOLL_WARN(Init, t->rank_, "tcp: dropped a duplicate connection from {} (rank {})", from.toString(), h.rank);
-      continue;
-    }
-    t->peers_[static_cast<size_t>(h.rank)].streams[static_cast<size_t>(h.stream)].fd = std::move(fd);
-    ++accepted;
-  }
+        t->peers_[static_cast<size_t>(h.rank)].streams[static_cast<size_t>(h.stream)].fd.valid())
+      return HelloJudgement{HelloVerdict::Drop, invalidArgument("a duplicate connection of rank {} (from {})", h.rank,
+                                                                from.toString())};
+    t->peers_[static_cast<size_t>(h.rank)].streams[static_cast<size_t>(h.stream)].fd = std::move(*fd);
+    return HelloJudgement{HelloVerdict::Keep, Status::ok()};
+  };
+  if (Status s = acceptHellos(listener.get(), sizeof(Hello), lower * t->streams_, deadline, abort, judge,
+                              fmt::format("tcp: rank {} waiting for the connections of lower ranks", t->rank_), t->rank_);
+      !s)
+    return s;
 
   if (Status s = t->sleeper_.init(); !s) return std::move(s).withContext("tcp");
   const uint64_t myHost = boot.peers()[static_cast<size_t>(t->rank_)].hostHash;
