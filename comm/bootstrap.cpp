@@ -1,6 +1,7 @@
 // bootstrap.cpp - the rank side of the bootstrap: rendezvous, ring, allGather, barrier.
 #include "comm/bootstrap.hpp"
 
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -27,10 +28,48 @@ uint64_t localHostHash() {
   return fnv1a(key.data(), key.size());
 }
 
-Bootstrap::~Bootstrap() = default;
+Bootstrap::~Bootstrap() { (void)endCreation(Status(StatusCode::Internal, "bootstrap destroyed during creation")); }
+
+void Bootstrap::watchRoot() {
+  while (!stopWatch_.load()) {
+    pollfd p{root_.get(), POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    wire::Notice n{};
+    Status s = recvAll(root_.get(), &n, sizeof n, Deadline::afterMs(1000), &stopWatch_);
+    if (stopWatch_.load()) return;
+    if (s && n.magic == wire::kNoticeMagic && n.rank == -1) return;  // the root stops watching
+    n.message[sizeof n.message - 1] = 0;
+    watchReason_ = s && n.magic == wire::kNoticeMagic
+                       ? std::string(n.message)
+                       : fmt::format("the rendezvous root is gone before the communicator was created: the process "
+                                     "that made the unique id (usually rank 0's) exited ({})",
+                                     s ? std::string("malformed notice") : s.message());
+    watchFired_.store(true);
+    abort_->store(true);  // every wait of the creation returns within its 100 ms slice
+    return;
+  }
+}
+
+Status Bootstrap::endCreation(Status s) {
+  if (watch_.joinable()) {
+    stopWatch_.store(true);
+    watch_.join();
+  }
+  if (watchFired_.load()) {
+    ZCOLL_WARN(Boot, rank_, "communicator creation stopped: {}", watchReason_);
+    root_.reset();
+    return remoteError("rank {}: {}", rank_, watchReason_);
+  }
+  if (root_.valid() && s) {
+    const uint8_t created = wire::kCreated;
+    (void)sendAll(root_.get(), &created, 1, Deadline::afterMs(1000), nullptr);
+  }
+  root_.reset();
+  return s;
+}
 
 Status Bootstrap::create(const UniqueIdFields& id, int rank, int nranks, const Config& config,
-                         const std::atomic<bool>* abort, std::unique_ptr<Bootstrap>* out) {
+                         std::atomic<bool>* abort, std::unique_ptr<Bootstrap>* out) {
   std::unique_ptr<Bootstrap> b(new Bootstrap());
   b->rank_ = rank;
   b->nranks_ = nranks;
@@ -40,7 +79,12 @@ Status Bootstrap::create(const UniqueIdFields& id, int rank, int nranks, const C
   b->settings_ = sharedSettingsHash(config);
   raiseFileLimit();  // sockets and segments per peer
   if (Status s = b->rendezvous(id); !s) return s;
-  if (Status s = b->connectRing(); !s) return s;
+  try {
+    b->watch_ = std::thread([p = b.get()] { p->watchRoot(); });
+  } catch (const std::system_error& e) {
+    return systemError("starting the creation watch thread", e.code().value());
+  }
+  if (Status s = b->connectRing(); !s) return b->endCreation(std::move(s));
   *out = std::move(b);
   return Status::ok();
 }
@@ -92,6 +136,7 @@ Status Bootstrap::rendezvous(const UniqueIdFields& id) {
   for (int i = 0; i < nranks_; ++i)
     if (Status s = wire::checkPeerInfo(peers_[i], i); !s) return std::move(s).withContext("rendezvous: peer table");
   nonce_ = r.nonce;
+  root_ = std::move(root);  // the creation watch
   ZCOLL_TRACE(Boot, rank_, "rendezvous done: {} ranks, listening on {}", nranks_, bound.toString());
   return Status::ok();
 }

@@ -5,6 +5,8 @@
 //    per-communicator nonce. The root is a thread of the process that made the id (RendezvousRoot).
 // 2. Ring: each rank connects to the next rank's listening socket and accepts the previous one;
 //    both present the secret and nonce. Strangers are logged and dropped.
+// 2b. Creation watch: the root connection stays open until the communicator is created; a rank that
+//    leaves before that is named by the root to all others, whose creation then aborts at once.
 // 3. Out-of-band collectives on that ring: allGather of small blocks and barrier. Used during
 //    communicator setup only (transport wiring), never on a data path.
 // Every step is bounded by the config timeout and stops when the abort flag is raised.
@@ -15,6 +17,8 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "comm/config.hpp"
@@ -43,9 +47,15 @@ uint64_t localHostHash();
 
 class Bootstrap {
  public:
+  // `abort` is the communicator's: the creation watch raises it when the root says a rank left.
   static Status create(const UniqueIdFields& id, int rank, int nranks, const Config& config,
-                       const std::atomic<bool>* abort, std::unique_ptr<Bootstrap>* out);
+                       std::atomic<bool>* abort, std::unique_ptr<Bootstrap>* out);
   ~Bootstrap();
+
+  // Ends the creation watch (started after the rendezvous; bootstrap_wire.hpp): tells the root this
+  // rank's communicator is created (created) or closes without a word (the root tells the others).
+  // Returns `s`, or the watch's reason when it fired: the rank that left first, named by the root.
+  Status endCreation(Status s);
 
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
@@ -61,11 +71,12 @@ class Bootstrap {
   Bootstrap() = default;
   Status rendezvous(const UniqueIdFields& id);
   Status connectRing();
+  void watchRoot();  // the watch thread: a Notice or the root's end raises abort_
 
   int rank_ = 0;
   int nranks_ = 1;
   int64_t timeoutMs_ = 0;
-  const std::atomic<bool>* abort_ = nullptr;
+  std::atomic<bool>* abort_ = nullptr;
   Secret secret_{};
   uint64_t nonce_ = 0;
   uint64_t settings_ = 0;  // sharedSettingsHash of this rank's Config
@@ -73,6 +84,11 @@ class Bootstrap {
   Fd listen_;
   Fd next_;
   Fd prev_;
+  Fd root_;  // until endCreation
+  std::thread watch_;
+  std::atomic<bool> stopWatch_{false};
+  std::atomic<bool> watchFired_{false};
+  std::string watchReason_;  // written by the watch before watchFired_
 };
 
 // The rendezvous service of one unique id, a thread in the process that created the id. It serves

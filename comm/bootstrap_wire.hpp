@@ -14,7 +14,7 @@ namespace zcoll::wire {
 inline constexpr uint32_t kHelloMagic = 0x7a42484cu;  // "zBHL"
 inline constexpr uint32_t kReplyMagic = 0x7a425250u;  // "zBRP"
 inline constexpr uint32_t kRingMagic = 0x7a42524eu;   // "zBRN"
-inline constexpr uint32_t kVersion = 3;  // 2: PeerInfo::cpus; 3: PeerInfo::settings
+inline constexpr uint32_t kVersion = 4;  // 2: PeerInfo::cpus; 3: PeerInfo::settings; 4: the creation watch
 inline constexpr int32_t kMaxRanks = 1 << 20;
 
 struct Hello {  // rank -> root
@@ -30,6 +30,18 @@ struct Reply {  // root -> rank; on code 0 followed by nranks PeerInfo
   uint32_t magic;
   int32_t code;  // 0 ok, else a StatusCode
   uint64_t nonce;
+  char message[240];
+};
+
+// After a successful reply the root connection stays open until the rank's communicator is created:
+// the rank sends kCreated then closes; a rank that closes without it left creation (it exited or
+// failed), and the root sends every other rank a Notice naming it (only the first: the others failed
+// because of it). A Notice of rank -1: the root stops watching (its timeout), nothing failed.
+inline constexpr uint8_t kCreated = 'C';
+inline constexpr uint32_t kNoticeMagic = 0x7a424e54u;  // "zBNT"
+struct Notice {  // root -> rank
+  uint32_t magic;
+  int32_t rank;
   char message[240];
 };
 

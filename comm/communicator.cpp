@@ -49,8 +49,19 @@ Status Communicator::create(const UniqueIdFields& id, int nranks, int rank, cons
   c->nranks_ = nranks;
   c->config_ = config;
   if (Status s = Bootstrap::create(id, rank, nranks, config, &c->abort_, &c->bootstrap_); !s) return s;
-  RendezvousRoot::join(id.root, id.secret);
+  // Every rank reports to the root that its communicator is created, or leaves without a word and
+  // the root tells the others at once (a rank that died fails them within a second, naming it).
+  Status s = c->bootstrap_->endCreation(c->setUp());
+  RendezvousRoot::join(id.root, id.secret);  // its service ends once every rank reported or left
+  if (!s) return s;
+  *out = std::move(c);
+  return Status::ok();
+}
 
+Status Communicator::setUp() {
+  Communicator* const c = this;
+  const int rank = rank_, nranks = nranks_;
+  const Config& config = config_;
   const std::vector<PeerInfo>& peers = c->bootstrap_->peers();
   for (const PeerInfo& p : peers)
     if (p.settings != peers[static_cast<size_t>(rank)].settings)
@@ -114,7 +125,6 @@ Status Communicator::create(const UniqueIdFields& id, int nranks, int rank, cons
                c->selector_.describe(Collective::AllReduce),
                config.algo.empty() ? "" : fmt::format(" (ZCOLL_ALGO={} applies first)", config.algo));
   }
-  *out = std::move(c);
   return Status::ok();
 }
 

@@ -103,6 +103,8 @@ class Communicator {
 
  private:
   Communicator() = default;
+  // Creation after the bootstrap: transport, device plan, calibration, tracer.
+  Status setUp();
   Status execute(const OpArgs& op);
   // zeroCopy: a host all-reduce, reduce-scatter, all-gather or broadcast of at least ZCOLL_ZERO_COPY
   // bytes first offers its buffers for the zero-copy path (algorithms/zcopy.hpp); the automatic

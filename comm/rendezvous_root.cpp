@@ -3,6 +3,8 @@
 // One thread per unique id. It polls the listening socket and every pending connection, so a
 // stranger that connects and says nothing cannot hold up the others: a connection that does not
 // deliver a valid Hello within kHelloTimeoutMs, or presents a wrong secret, is logged and closed.
+// After the reply it watches the ranks' connections until each reports its communicator created, and
+// names the first rank that left before that to all the others (bootstrap_wire.hpp).
 #include <poll.h>
 #include <pthread.h>
 #include <sys/socket.h>
@@ -33,7 +35,8 @@ struct Pending {
 class RootService {
  public:
   RootService(Fd listen, const SockAddr& bound, const Secret& secret, int64_t timeoutMs)
-      : listen_(std::move(listen)), bound_(bound), secret_(secret), deadline_(Deadline::afterMs(timeoutMs)) {}
+      : listen_(std::move(listen)), bound_(bound), secret_(secret), timeoutMs_(timeoutMs),
+        deadline_(Deadline::afterMs(timeoutMs)) {}
 
   void startThread() { thread_ = std::thread([this] { run(); }); }
   void stopAndJoin() {
@@ -59,10 +62,13 @@ class RootService {
   void run();
   bool readHello(Pending& p);  // false: drop the connection
   void replyAll(int32_t code, const std::string& message);
+  void watchCreation();  // after a successful reply (bootstrap_wire.hpp: kCreated, Notice)
+  void sendNotice(int32_t rank, const std::string& message, size_t except);
 
   Fd listen_;
   SockAddr bound_;
   Secret secret_;
+  int64_t timeoutMs_;
   Deadline deadline_;
   std::thread thread_;
   std::atomic<bool> stop_{false};
@@ -114,8 +120,65 @@ void RootService::replyAll(int32_t code, const std::string& message) {
     Status s = sendAll(p.fd.get(), &r, sizeof r, d, &stop_);
     if (s && code == 0) s = sendAll(p.fd.get(), table.data(), table.size() * sizeof(PeerInfo), d, &stop_);
     if (!s) ZCOLL_WARN(Boot, -1, "rendezvous: reply to rank {} failed: {}", p.hello.rank, s.message());
-    p.fd.reset();
+    if (!s || code != 0) p.fd.reset();  // on success kept: watchCreation
   }
+}
+
+void RootService::sendNotice(int32_t rank, const std::string& message, size_t except) {
+  wire::Notice n{};
+  n.magic = wire::kNoticeMagic;
+  n.rank = rank;
+  std::snprintf(n.message, sizeof n.message, "%s", message.c_str());
+  const Deadline d = Deadline::afterMs(1000);
+  for (size_t i = 0; i < joined_.size(); ++i)
+    if (i != except && joined_[i].fd.valid()) (void)sendAll(joined_[i].fd.get(), &n, sizeof n, d, &stop_);
+}
+
+void RootService::watchCreation() {
+  const Deadline deadline = Deadline::afterMs(timeoutMs_);
+  std::vector<uint8_t> created(joined_.size(), 0);
+  std::vector<pollfd> fds;
+  std::vector<size_t> which;
+  bool told = false;
+  while (!stop_.load()) {
+    fds.clear();
+    which.clear();
+    for (size_t i = 0; i < joined_.size(); ++i)
+      if (joined_[i].fd.valid()) {
+        fds.push_back({joined_[i].fd.get(), POLLIN, 0});
+        which.push_back(i);
+      }
+    if (fds.empty()) return;  // every rank created its communicator or left
+    if (deadline.passed()) {
+      sendNotice(-1, "the rendezvous root stops watching creation (timeout)", SIZE_MAX);
+      break;
+    }
+    if (::poll(fds.data(), fds.size(), deadline.remainingMsForPoll()) <= 0) continue;
+    for (size_t k = 0; k < fds.size(); ++k) {
+      if (!fds[k].revents) continue;
+      Pending& p = joined_[which[k]];
+      uint8_t byte = 0;
+      const ssize_t n = ::recv(p.fd.get(), &byte, 1, MSG_DONTWAIT);
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
+      if (n == 1 && byte == wire::kCreated) {
+        created[which[k]] = 1;
+        continue;
+      }
+      // Closed (or garbage) before kCreated: the first such rank is the cause, tell the others.
+      if (!created[which[k]] && !told) {
+        const PeerInfo& info = p.hello.info;
+        const std::string msg = fmt::format(
+            "rank {} (pid {} on host {}) left before the communicator was created: it exited or failed (its own "
+            "error says why)",
+            p.hello.rank, info.pid, info.hostname);
+        ZCOLL_WARN(Boot, -1, "rendezvous {}: {}", bound_.toString(), msg);
+        sendNotice(p.hello.rank, msg, which[k]);
+        told = true;
+      }
+      p.fd.reset();
+    }
+  }
+  for (Pending& p : joined_) p.fd.reset();
 }
 
 void RootService::run() {
@@ -123,6 +186,9 @@ void RootService::run() {
   while (!stop_.load()) {
     if (nranks_ > 0 && count_ == nranks_) {
       replyAll(0, "");
+      pending_.clear();
+      listen_.reset();
+      watchCreation();
       break;
     }
     if (deadline_.passed()) {

@@ -18,6 +18,9 @@
 #include <thread>
 #include <unistd.h>
 
+#include "comm/bootstrap.hpp"
+#include "comm/bootstrap_wire.hpp"
+#include "comm/socket.hpp"
 #include "comm/unique_id.hpp"
 #include "zcoll/zcoll.h"
 
@@ -164,6 +167,52 @@ TEST(Bootstrap, SilentConnectionsToTheRanksListenersHoldNobodyUp) {
     if (c) {
       EXPECT_EQ(zcollCommDestroy(c), zcollSuccess);
     }
+}
+
+// A rank that joins the rendezvous and dies (its connection to the root closes, as the kernel closes it
+// when a process dies) fails the others within a second, naming it, instead of leaving them waiting
+// for it at the ring until the timeout. Rank 2 here is the test itself, speaking the rendezvous.
+TEST(Bootstrap, ARankThatDiesDuringCreationFailsTheOthersAtOnce) {
+  zcollUniqueId id;
+  ASSERT_EQ(zcollGetUniqueId(&id), zcollSuccess);
+  UniqueIdFields f;
+  ASSERT_TRUE(decodeUniqueId(id.internal, &f).isOk());
+  zcollConfig_t cfg = shortTimeout(30000);
+  zcollComm_t comms[2] = {};
+  std::string errors[2];
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r)
+    ranks.emplace_back([&, r] {
+      EXPECT_EQ(zcollCommInitRankConfig(&comms[r], 3, id, r, &cfg), zcollRemoteError);
+      errors[r] = zcollGetLastError(nullptr);
+    });
+  {
+    Fd root;
+    ASSERT_TRUE(connectTcp(f.root, Deadline::afterMs(5000), nullptr, &root).isOk());
+    wire::Hello h{};
+    h.magic = wire::kHelloMagic;
+    h.version = wire::kVersion;
+    std::memcpy(h.secret, f.secret.data(), sizeof h.secret);
+    h.rank = 2;
+    h.nranks = 3;
+    h.info.rank = 2;
+    h.info.pid = 4242;
+    h.info.hostHash = localHostHash();
+    ASSERT_TRUE(resolveAddress("127.0.0.1", 9, &h.info.listen).isOk());  // nobody listens there
+    std::snprintf(h.info.hostname, sizeof h.info.hostname, "%s", "doomed-host");
+    ASSERT_TRUE(sendAll(root.get(), &h, sizeof h, Deadline::afterMs(5000), nullptr).isOk());
+    wire::Reply reply{};
+    ASSERT_TRUE(recvAll(root.get(), &reply, sizeof reply, Deadline::afterMs(10000), nullptr).isOk());
+  }  // "dies": the connection closes
+  for (auto& t : ranks) t.join();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(s, 3.0);
+  for (const std::string& e : errors)
+    EXPECT_NE(e.find("rank 2 (pid 4242 on host doomed-host) left before the communicator was created"),
+              std::string::npos)
+        << e;
+  for (zcollComm_t c : comms) EXPECT_EQ(c, nullptr);
 }
 
 TEST(Bootstrap, UnreachableRootTimesOut) {
