@@ -1,5 +1,5 @@
-// peer_watch.hpp - whether a peer's process on this host has exited: a pidfd per same-host peer in
-// another process (readable once that process has exited; Linux >= 5.3, else nothing is watched and
+// peer_watch.hpp - whether a peer's process on this host has exited: a pidfd per same-host peer (from
+// its pid, or handed over by the peer itself) (readable once that process has exited; Linux >= 5.3, else nothing is watched and
 // the timeout remains). Used by transports whose wire cannot tell a dead peer quickly (shm, ib).
 #pragma once
 
@@ -25,6 +25,15 @@ class PeerWatch {
       if (fd < 0) continue;
       fds_.emplace_back(fd);
       ranks_.push_back(p.rank);
+    }
+  }
+  // Watches the processes of pidfds[rank] (valid entries), pidfds its peers sent (SCM_RIGHTS): right
+  // across PID namespaces, where a peer's pid names another process here.
+  void watchPidfds(std::vector<Fd> pidfds) {
+    for (size_t r = 0; r < pidfds.size(); ++r) {
+      if (!pidfds[r].valid()) continue;
+      fds_.push_back(std::move(pidfds[r]));
+      ranks_.push_back(static_cast<int>(r));
     }
   }
   // A syscall: for waits that already sleep.

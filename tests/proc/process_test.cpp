@@ -297,6 +297,46 @@ TEST_F(Process, ARankKilledMidCollectiveFailsTheOthersWithinTheTimeout) {
   }
 }
 
+// The same when the killed rank runs in its own PID namespace (same network and IPC namespaces, so
+// shm): its pid names another process here, so each rank hands over a pidfd of its own process
+// (issue 26: the survivors watched the wrong process and waited for the timeout).
+TEST_F(Process, ARankKilledInItsOwnPidNamespaceIsNoticed) {
+  if (geteuid() != 0) GTEST_SKIP() << "unshare --pid needs root";
+  Result probe = runCommand("unshare --pid --fork --kill-child --mount-proc true");
+  if (probe.status != 0) GTEST_SKIP() << "cannot make a PID namespace here: " << probe.out;
+  const int port = freePort();
+  std::vector<pid_t> pids;
+  for (int rank = 0; rank < 3; ++rank) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      setenv("RANK", std::to_string(rank).c_str(), 1);
+      setenv("WORLD_SIZE", "3", 1);
+      setenv("MASTER_ADDR", "127.0.0.1", 1);
+      setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+      setenv("ZCOLL_TIMEOUT_S", "60", 1);
+      if (rank == 1)  // killing unshare kills the rank (--kill-child)
+        execlp("unshare", "unshare", "--pid", "--fork", "--kill-child", "--mount-proc", prog_.c_str(), "loop",
+               static_cast<char*>(nullptr));
+      else
+        execl(prog_.c_str(), prog_.c_str(), "loop", static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    pids.push_back(pid);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(2000));  // joined, calibrated, looping
+  ASSERT_EQ(kill(pids[1], SIGKILL), 0);
+  const auto killed = std::chrono::steady_clock::now();
+  double worst = 0;
+  for (int rank = 0; rank < 3; ++rank) {
+    int st = 0;
+    ASSERT_EQ(waitpid(pids[rank], &st, 0), pids[rank]);
+    if (rank == 1) continue;
+    worst = std::max(worst, std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count());
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 4) << "rank " << rank << " status " << st;
+  }
+  EXPECT_LT(worst, 5.0) << "the survivors waited for their timeout";
+}
+
 TEST_F(Process, InterruptIsForwarded) {
   pid_t pid = fork();
   ASSERT_GE(pid, 0);

@@ -143,8 +143,18 @@ Status ShmTransport::create(Bootstrap& boot, const Config& config, const std::at
     for (int r : others) t->peers_[static_cast<size_t>(r)].wakeFd = std::move(wakeFds[static_cast<size_t>(r)]);
     t->wakeFd_ = std::move(wake);
   }
-  // Watch the peers in other processes, to fail fast when one dies.
-  t->watch_.watch(boot);
+  // Watch the peers, to fail fast when one dies: each hands over a pidfd of its own process (its pid
+  // may name another process here: a peer in its own PID namespace). Without pidfds (Linux < 5.3) an
+  // eventfd stands in (never readable: the timeout remains) and the table's pids are tried.
+  Fd self(static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0)));
+  const bool havePidfd = self.valid();
+  if (!havePidfd) self.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!self.valid()) return systemError("shm: pidfd_open/eventfd", errno);
+  std::vector<Fd> pidFds;
+  if (Status s = exchangeMemfds(boot, others, self.get(), deadline, abort, &pidFds); !s)
+    return std::move(s).withContext("shm: exchanging pidfds");
+  if (havePidfd) t->watch_.watchPidfds(std::move(pidFds));
+  else t->watch_.watch(boot);
   // Nobody may write into a FIFO before its owner has mapped... the owner mapped before sending its
   // fd, and the barrier makes every mapping complete before any rank uses the transport.
   if (Status s = boot.barrier(); !s) return std::move(s).withContext("shm: barrier after mapping");
