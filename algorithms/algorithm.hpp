@@ -22,10 +22,12 @@ class DeviceExecutor;
 
 // One point-to-point transfer of a grouped send/recv batch.
 struct P2PItem {
+  static constexpr int kAnyPeer = -2;  // a receive from whichever peer's message comes first
   bool isSend = false;
   int peer = -1;
   void* buf = nullptr;  // const for sends
   size_t bytes = 0;
+  int* source = nullptr;  // kAnyPeer: where the peer it came from is written
 };
 
 // One operation as the algorithms see it (validated by the API layer).

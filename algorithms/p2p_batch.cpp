@@ -39,6 +39,18 @@ class P2PBatch final : public AlgorithmOf<Collective::SendRecv> {
     }
     Transport* t = ctx.transport;
     const size_t cap = ctx.chunkBytes;
+    // A receive from any peer (zcollRecvAny: alone in its batch) takes the first peer whose FIFO
+    // holds a chunk, and that peer's message from then on.
+    auto bindAny = [&](P2PItem& it) {
+      for (int k = 1; k < ctx.nranks && it.peer == P2PItem::kAnyPeer; ++k) {
+        const int peer = (ctx.rank + k) % ctx.nranks;
+        RecvChunk probe;
+        if (t->tryRecv(peer, &probe)) it.peer = peer;
+      }
+      if (it.peer != P2PItem::kAnyPeer && it.source) *it.source = it.peer;
+      return it.peer != P2PItem::kAnyPeer;
+    };
+    P2PItem anyItem = count == 1 ? items[0] : P2PItem{};
     auto blockedByEarlier = [&](size_t i) {
       for (size_t j = 0; j < i; ++j)
         if (progress[j] != kDone && items[j].peer == items[i].peer && items[j].isSend == items[i].isSend) return true;
@@ -50,7 +62,8 @@ class P2PBatch final : public AlgorithmOf<Collective::SendRecv> {
       bool moved = false;
       for (size_t i = 0; i < count && failure; ++i) {
         if (progress[i] == kDone || blockedByEarlier(i)) continue;
-        const P2PItem& it = items[i];
+        if (items[i].peer == P2PItem::kAnyPeer && anyItem.peer == P2PItem::kAnyPeer && !bindAny(anyItem)) continue;
+        const P2PItem& it = items[i].peer == P2PItem::kAnyPeer ? anyItem : items[i];
         waitingOn = it.peer;
         size_t left = it.bytes - progress[i];
         if (it.isSend) {
@@ -99,8 +112,10 @@ class P2PBatch final : public AlgorithmOf<Collective::SendRecv> {
     };
     // A dead peer is a failure only while a transfer with it is still pending.
     auto deadPeer = [&]() {
-      for (size_t i = 0; i < count; ++i)
-        if (progress[i] != kDone && t->peerExited(items[i].peer)) return items[i].peer;
+      for (size_t i = 0; i < count; ++i) {
+        const int peer = items[i].peer == P2PItem::kAnyPeer ? anyItem.peer : items[i].peer;
+        if (progress[i] != kDone && peer >= 0 && t->peerExited(peer)) return peer;
+      }
       return -1;
     };
     while (remaining > 0) {

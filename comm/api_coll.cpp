@@ -267,6 +267,28 @@ Status sendRecv(bool isSend, const void* buf, size_t count, zcollDataType_t data
   return launch(ref, comm, a, c, "count", Mode::Blocking, nullptr, stream, &item);
 }
 
+Status recvAny(void* buf, size_t count, zcollDataType_t datatype, int* source, zcollComm_t comm, zcollStream_t stream) {
+  if (Status s = checkType(datatype); !s) return s;
+  if (!source) return invalidArgument("peer: NULL output pointer");
+  CommRef ref;
+  if (Status s = ref.acquire(comm); !s) return s;
+  if (groupActive()) return invalidUsage("zcollRecvAny is not allowed inside a group (name the source with zcollRecv)");
+  if (ref->nranks() < 2) return invalidUsage("zcollRecvAny on a communicator of one rank: there is no other rank to receive from");
+  Call c;
+  c.sendName = "recvbuff";
+  c.sendElems = count;
+  c.needRecv = false;
+  int from = -1;  // written on success only; stays -1 for an empty message
+  P2PItem item{false, P2PItem::kAnyPeer, buf, count * dataTypeSize(static_cast<DataType>(datatype)), &from};
+  OpArgs a{Collective::SendRecv, buf, nullptr, count, static_cast<DataType>(datatype)};
+  a.root = -1;
+  if (Status s = memoryKind(c, a, stream, &a.device); !s) return s;
+  if (a.device) return notSupported("zcollRecvAny takes host buffers only");
+  if (Status s = launch(ref, comm, a, c, "count", Mode::Blocking, nullptr, stream, &item); !s) return s;
+  *source = from;
+  return Status::ok();
+}
+
 }  // namespace
 }  // namespace zcoll
 
@@ -351,6 +373,11 @@ zcollResult_t zcollRecv(void* recvbuff, size_t count, zcollDataType_t datatype, 
   return apiCall("zcollRecv", [&] {
     return sendRecv(false, recvbuff, count, datatype, peer, comm, stream);
   });
+}
+
+zcollResult_t zcollRecvAny(void* recvbuff, size_t count, zcollDataType_t datatype, int* peer, zcollComm_t comm,
+                           zcollStream_t stream) {
+  return apiCall("zcollRecvAny", [&] { return recvAny(recvbuff, count, datatype, peer, comm, stream); });
 }
 
 zcollResult_t zcollGroupStart(void) {

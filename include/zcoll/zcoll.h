@@ -281,6 +281,14 @@ zcollResult_t zcollSend(const void* sendbuff, size_t count, zcollDataType_t data
 zcollResult_t zcollRecv(void* recvbuff, size_t count, zcollDataType_t datatype, int peer, zcollComm_t comm,
                         zcollStream_t stream);
 
+/** Receives count elements from whichever other rank's send to this rank arrives first (Gloo's and
+ *  torch.distributed's receive from any source; NCCL has none) and writes that rank to *peer. Host
+ *  buffers and a NULL stream only, outside groups; blocks until the whole message is in. The sender
+ *  calls zcollSend as usual, with the same count. Errors: a NULL peer (zcollInvalidArgument); inside a
+ *  group or on a one-rank communicator (zcollInvalidUsage); device buffers (zcollNotSupported). */
+zcollResult_t zcollRecvAny(void* recvbuff, size_t count, zcollDataType_t datatype, int* peer, zcollComm_t comm,
+                           zcollStream_t stream);
+
 /** Starts a group: the calls that follow on this thread are only queued, and run together at the
  *  matching zcollGroupEnd (send/recv pairs then cannot deadlock; one thread may drive several
  *  communicators). Groups nest; only the outermost end launches. */

@@ -2,6 +2,7 @@
 // timeouts that name the peer and the step (abort from another thread: resources_test.cpp).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <numeric>
@@ -269,6 +270,50 @@ TEST_P(MixedGroup, AcrossTwoCommunicators) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, MixedGroup, ::testing::Values(2, 3, 4));
+
+// A receive from any source (torch.distributed's recv without a source): rank 0 takes every other
+// rank's message in whatever order they come, each whole and named by its sender.
+class RecvAny : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(RecvAny, TakesEachSendersWholeMessage) {
+  zcollConfig_t cfg = config();
+  cfg.transports = GetParam();
+  RankPool pool(4, cfg);
+  for (size_t count : {size_t{1}, size_t{10}, size_t{1000}}) {
+    pool.run([&](int rank, zcollComm_t comm) {
+      if (rank != 0) {
+        std::vector<int32_t> out = pattern(rank, 0, count);
+        EXPECT_EQ(zcollSend(out.data(), count, zcollInt32, 0, comm, nullptr), zcollSuccess) << zcollGetLastError(comm);
+        return;
+      }
+      std::vector<int> seen;
+      for (int k = 1; k < 4; ++k) {
+        std::vector<int32_t> in(count, -1);
+        int from = -7;
+        ASSERT_EQ(zcollRecvAny(in.data(), count, zcollInt32, &from, comm, nullptr), zcollSuccess)
+            << zcollGetLastError(comm);
+        ASSERT_GE(from, 1);
+        ASSERT_LT(from, 4);
+        EXPECT_EQ(in, pattern(from, 0, count)) << "from " << from;
+        seen.push_back(from);
+      }
+      std::sort(seen.begin(), seen.end());
+      EXPECT_EQ(seen, (std::vector<int>{1, 2, 3}));
+    });
+  }
+  pool.run([&](int rank, zcollComm_t comm) {
+    if (rank) return;
+    int32_t x = 0;
+    int from = 0;
+    EXPECT_EQ(zcollRecvAny(&x, 1, zcollInt32, nullptr, comm, nullptr), zcollInvalidArgument);
+    EXPECT_NE(std::string(zcollGetLastError(comm)).find("peer"), std::string::npos);
+    ASSERT_EQ(zcollGroupStart(), zcollSuccess);
+    EXPECT_EQ(zcollRecvAny(&x, 1, zcollInt32, &from, comm, nullptr), zcollInvalidUsage);
+    ASSERT_EQ(zcollGroupEnd(), zcollSuccess);
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, RecvAny, ::testing::Values("shm", "tcp"));
 
 // One thread at a time per communicator (zcoll.h): a second thread's call while the first is inside
 // one is refused with InvalidUsage naming the rule, and the first call and later ones are unharmed.

@@ -65,8 +65,12 @@ class ZcollWork : public c10d::Work {
     return true;
   }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  // A receive from any source: the rank it came from (set on the executor before complete()).
+  void setSource(int rank) { source_.store(rank); }
+  int sourceRank() const override { return source_.load(); }
 
  private:
+  std::atomic<int> source_{-1};
   // Weak: the group owns the executor; a task (holding its work) must never hold the last
   // reference, or the executor would be destroyed by its own thread.
   std::weak_ptr<OrderedExecutor> executor_;
@@ -329,6 +333,9 @@ void ProcessGroupZcoll::submit(std::vector<c10::intrusive_ptr<ZcollWork>> works,
     std::exception_ptr error;
     try {
       const zcollResult_t r = run();
+      // " Timed out " is what torch.distributed's callers match (its tests, watchdogs, elastic agents).
+      if (r == zcollTimeout)
+        throw std::runtime_error("zcoll " + op + " failed: Timed out (the group's timeout): " + zcollGetLastError(comm));
       if (r != zcollSuccess)
         throw std::runtime_error("zcoll " + op + " failed (" + zcollGetErrorString(r) + "): " + zcollGetLastError(comm));
       if (after) after();
@@ -687,8 +694,79 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcoll::recv(std::vector<at::Tensor>& 
   return p2p(false, tensors, srcRank, "recv");
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupZcoll::recvAnysource(std::vector<at::Tensor>&, int) {
-  TORCH_CHECK(false, "zcoll recv: a receive from any source is not supported (as with NCCL); name the source rank");
+c10::intrusive_ptr<c10d::Work> ProcessGroupZcoll::recvAnysource(std::vector<at::Tensor>& tensors, int) {
+  const at::Tensor& t = single(tensors, "recv", "tensors");
+  checkWritable(t, "recv", "tensor");
+  TORCH_CHECK(!coalescing_, "zcoll recv: a receive from any source cannot be part of batch_isend_irecv; name the source");
+  TORCH_CHECK(size_ > 1, "zcoll recv: a group of one rank has no other rank to receive from");
+  at::Tensor buf = t.contiguous();
+  auto work = c10::make_intrusive<ZcollWork>(rank_, c10d::OpType::RECVANYSOURCE, executor_, tensors);
+  ZcollWork* w = work.get();  // the task holds the work until it completes
+  submit(
+      {work}, "recv",
+      [buf, w, comm = comm_] {
+        int from = -1;
+        const size_t bytes = bytesOf(buf);  // an empty message is never sent (runP2P): nothing to take
+        const zcollResult_t r = bytes ? zcollRecvAny(buf.data_ptr(), bytes, zcollUint8, &from, comm, nullptr) : zcollSuccess;
+        w->setSource(from);
+        return r;
+      },
+      [buf, user = t] {
+        if (!buf.is_same(user)) user.copy_(buf);
+      });
+  return work;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupZcoll::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputLists,
+                                                                      std::vector<at::Tensor>& inputs,
+                                                                      const c10d::AllgatherOptions&) {
+  TORCH_CHECK(static_cast<int>(outputLists.size()) == size_, "zcoll allgather_coalesced: expects ", size_,
+              " output lists (one per rank), got ", outputLists.size());
+  // The inputs' bytes one after the other: one all-gather, then each rank's block split back.
+  std::vector<at::Tensor> dense;
+  int64_t bytes = 0;
+  for (const at::Tensor& in : inputs) {
+    checkTensor(in, "allgather_coalesced", "input list");
+    dense.push_back(denseInput(in));
+    bytes += static_cast<int64_t>(bytesOf(dense.back()));
+  }
+  std::vector<at::Tensor> outs;
+  for (size_t r = 0; r < outputLists.size(); ++r) {
+    TORCH_CHECK(outputLists[r].size() == inputs.size(), "zcoll allgather_coalesced: output list ", r, " has ",
+                outputLists[r].size(), " tensors, the input list ", inputs.size());
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const at::Tensor& o = outputLists[r][i];
+      checkWritable(o, "allgather_coalesced", "output list");
+      TORCH_CHECK(o.scalar_type() == inputs[i].scalar_type() && o.numel() == inputs[i].numel(),
+                  "zcoll allgather_coalesced: output list ", r, "[", i, "] is ", o.scalar_type(), " of ", o.numel(),
+                  " elements, input ", i, " ", inputs[i].scalar_type(), " of ", inputs[i].numel());
+      outs.push_back(o);
+    }
+  }
+  at::Tensor send = at::empty({bytes}, at::kByte);
+  int64_t offset = 0;
+  for (const at::Tensor& d : dense) {
+    std::memcpy(static_cast<uint8_t*>(send.data_ptr()) + offset, d.data_ptr(), bytesOf(d));
+    offset += static_cast<int64_t>(bytesOf(d));
+  }
+  at::Tensor flat = at::empty({bytes * size_}, at::kByte);
+  auto lists = std::make_shared<std::vector<std::vector<at::Tensor>>>(outputLists);
+  return enqueue(
+      c10d::OpType::ALLGATHER_COALESCED, "allgather_coalesced", outs,
+      [send, flat, comm = comm_] {
+        return zcollAllGather(send.data_ptr(), flat.data_ptr(), bytesOf(send), zcollUint8, comm, nullptr);
+      },
+      [flat, lists, bytes] {
+        for (size_t r = 0; r < lists->size(); ++r) {
+          int64_t off = static_cast<int64_t>(r) * bytes;
+          for (at::Tensor& o : (*lists)[r]) {
+            at::Tensor tmp = at::empty(o.sizes(), o.options().memory_format(at::MemoryFormat::Contiguous));
+            std::memcpy(tmp.data_ptr(), static_cast<const uint8_t*>(flat.data_ptr()) + off, bytesOf(tmp));
+            o.copy_(tmp);
+            off += static_cast<int64_t>(bytesOf(tmp));
+          }
+        }
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupZcoll::barrier(const c10d::BarrierOptions&) {
