@@ -51,34 +51,31 @@ Status sendFd(int sock, const Message& m, int fd) {
   }
 }
 
-// Receives one message and its fd; *fd stays invalid if the message carried none.
-Status recvFd(int sock, Deadline deadline, const std::atomic<bool>* abort, Message* m, Fd* fd) {
-  for (;;) {
-    iovec iov{m, sizeof *m};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    ssize_t n = ::recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-    if (n >= 0) {
-      for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
-        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-          int received = -1;
-          std::memcpy(&received, CMSG_DATA(c), sizeof received);
-          fd->reset(received);
-        }
-      }
-      if (n != static_cast<ssize_t>(sizeof *m)) return remoteError("short memfd message ({} bytes)", n);
-      return Status::ok();
-    }
-    if (errno != EAGAIN && errno != EINTR) return systemError("recvmsg(memfd)", errno);
-    if (abort && abort->load()) return Status(StatusCode::Aborted, "memfd exchange: aborted");
-    if (deadline.passed()) return timeoutError("memfd exchange: no message before the timeout");
-    pollfd p{sock, POLLIN, 0};
-    ::poll(&p, 1, deadline.remainingMsForPoll());
+// One non-blocking try at a connection's message and its fd (*fd stays invalid if it carried none):
+// true when it is in (*err says whether it is whole), false when nothing has arrived yet.
+bool tryRecvFd(int sock, Message* m, Fd* fd, Status* err) {
+  iovec iov{m, sizeof *m};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  const ssize_t n = ::recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return false;
+  if (n < 0) {
+    *err = systemError("recvmsg(memfd)", errno);
+    return true;
   }
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+      int received = -1;
+      std::memcpy(&received, CMSG_DATA(c), sizeof received);
+      fd->reset(received);
+    }
+  }
+  *err = n == static_cast<ssize_t>(sizeof *m) ? Status::ok() : remoteError("short memfd message ({} bytes)", n);
+  return true;
 }
 
 }  // namespace
@@ -111,28 +108,59 @@ Status exchangeMemfds(Bootstrap& boot, const std::vector<int>& peers, int myFd, 
 
   fds->clear();
   fds->resize(static_cast<size_t>(boot.nranks()));
+  // Every pending connection is read side by side (poll), each with its own 5 s budget: silent
+  // connections to the socket cannot stall the exchange.
+  struct Pending {
+    Fd fd;
+    int64_t startNs;
+  };
+  std::vector<Pending> pending;
+  std::vector<pollfd> polled;
+  auto drop = [&](size_t i, std::string_view why) {
+    ZCOLL_WARN(Shm, rank, "memfd exchange: dropped a connection: {}", why);
+    pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
+  };
   size_t received = 0;
   while (received < peers.size()) {
-    Fd c;
-    if (Status s = acceptOne(listener.get(), deadline, abort, &c, nullptr); !s)
-      return std::move(s).withContext(fmt::format("memfd exchange: rank {} got {} of {} segments", rank, received,
-                                                  peers.size()));
-    Message m{};
-    Fd fd;
-    Deadline helloDeadline = Deadline::atNs(std::min(deadline.ns(), nowNs() + 5'000'000'000));
-    Status s = recvFd(c.get(), helloDeadline, abort, &m, &fd);
-    Secret got;
-    std::memcpy(got.data(), m.secret, 16);
-    bool known = false;
-    for (int p : peers) known |= p == m.rank;
-    if (s && m.magic == kMagic && m.nonce == boot.nonce() && secretsEqual(got, boot.secret()) && known &&
-        fd.valid() && !(*fds)[m.rank].valid()) {
-      (*fds)[m.rank] = std::move(fd);
-      ++received;
-      continue;
+    if (abort && abort->load()) return Status(StatusCode::Aborted, "memfd exchange: aborted");
+    if (deadline.passed())
+      return timeoutError("memfd exchange: rank {} got {} of {} segments: timed out", rank, received, peers.size());
+    polled.assign(1, pollfd{listener.get(), POLLIN, 0});
+    for (const Pending& p : pending) polled.push_back({p.fd.get(), POLLIN, 0});
+    ::poll(polled.data(), polled.size(), deadline.remainingMsForPoll());
+    for (;;) {
+      const int c = ::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (c >= 0) {
+        pending.push_back({Fd(c), nowNs()});
+        continue;
+      }
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno == EMFILE || errno == ENFILE) return descriptorLimitError("memfd exchange: accept", errno);
+      if (errno != EAGAIN && errno != EWOULDBLOCK) return systemError("memfd exchange: accept", errno);
+      break;
     }
-    if (s.code() == StatusCode::Aborted) return s;
-    ZCOLL_WARN(Shm, rank, "memfd exchange: dropped a connection: {}", s ? "not a peer of this communicator" : s.message());
+    for (size_t i = 0; i < pending.size();) {
+      Message m{};
+      Fd fd;
+      Status s;
+      if (!tryRecvFd(pending[i].fd.get(), &m, &fd, &s)) {
+        if (nowNs() - pending[i].startNs > kHelloBudgetMs * 1'000'000) drop(i, "no message within 5000 ms");
+        else ++i;
+        continue;
+      }
+      Secret got;
+      std::memcpy(got.data(), m.secret, 16);
+      bool known = false;
+      for (int p : peers) known |= p == m.rank;
+      if (s && m.magic == kMagic && m.nonce == boot.nonce() && secretsEqual(got, boot.secret()) && known &&
+          fd.valid() && !(*fds)[m.rank].valid()) {
+        (*fds)[m.rank] = std::move(fd);
+        ++received;
+        pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
+        continue;
+      }
+      drop(i, s ? "not a peer of this communicator" : s.message());
+    }
   }
   return Status::ok();
 }
