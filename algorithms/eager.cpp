@@ -203,7 +203,7 @@ class EagerOp {
     return waitFailure(w,
                        fmt::format("{} #{} ({}, {} x {}): rank {} {} rank {}", collectiveName(op_.coll), op_.seq, algo_,
                                    op_.count, dataTypeName(op_.dtype), ctx_.rank, what, peer),
-                       ctx_.waiter->deadPeer());
+                       peer, ctx_);
   }
 
   const OpArgs& op_;

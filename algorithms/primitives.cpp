@@ -35,10 +35,20 @@ const char* Primitives::stepKind() const {
   return "send";
 }
 
-Status waitFailure(WaitResult r, const std::string& where, int deadPeer) {
+Status waitFailure(WaitResult r, const std::string& where, int peer, const AlgoContext& ctx) {
   if (r == WaitResult::Aborted) return Status(StatusCode::Aborted, where + ": communicator aborted");
+  const int direct = r == WaitResult::PeerDied ? ctx.waiter->deadPeer() : peer;
+  bool stalled = false;
+  const int told = direct >= 0 ? ctx.transport->culpritOf(direct, &stalled) : -1;
+  if (told >= 0) {
+    ctx.waiter->blame(told, stalled);
+    return Status(StatusCode::RemoteError,
+                  fmt::format("{}: rank {} failed because rank {} {}", where, ctx.transport->globalRank(direct), told,
+                              stalled ? "stalled (its peers timed out waiting for it)" : "exited"));
+  }
+  if (direct >= 0) ctx.waiter->blame(ctx.transport->globalRank(direct), r != WaitResult::PeerDied);
   if (r == WaitResult::PeerDied)
-    return Status(StatusCode::RemoteError, fmt::format("{}: rank {}'s process has exited", where, deadPeer));
+    return Status(StatusCode::RemoteError, fmt::format("{}: rank {}'s process has exited", where, direct));
   return Status(StatusCode::Timeout, where + ": timed out (is the peer alive and in the same collective?)");
 }
 
@@ -53,7 +63,7 @@ Status Primitives::waitFailure(WaitResult r, int peer, std::string_view what) co
   return zcoll::waitFailure(r,
                             fmt::format("{} #{} ({}, {} x {}): rank {}{} {} rank {}", collectiveName(op_.coll), op_.seq,
                                         algoName_, op_.count, dataTypeName(op_.dtype), ctx_.rank, step, what, peer),
-                            ctx_.waiter->deadPeer());
+                            peer, ctx_);
 }
 
 Status Primitives::step(int recvPeer, int sendPeer, const void* local, void* dst, size_t n, bool reduce,

@@ -114,7 +114,10 @@ class Primitives {
 
 // The Status of a wait that did not end in Ready; `where` names the op, the algorithm, the step and
 // the peer waited for; deadPeer: Waiter::deadPeer() (PeerDied).
-Status waitFailure(WaitResult r, const std::string& where, int deadPeer);
+// A failed wait for `peer` (ctx's transport numbering): its message, naming the first rank that died or
+// stalled - a peer that announced it failed because of another rank passes the blame on - which is
+// also recorded in ctx.waiter for the communicator to announce.
+Status waitFailure(WaitResult r, const std::string& where, int peer, const AlgoContext& ctx);
 // A chunk of `got` bytes from `peer` where `due` were: the ranks run different collectives.
 Status chunkSizeMismatch(const OpArgs& op, std::string_view algo, int rank, size_t got, int peer, size_t due);
 

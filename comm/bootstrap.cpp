@@ -51,6 +51,8 @@ void Bootstrap::watchRoot() {
 }
 
 Status Bootstrap::endCreation(Status s) {
+  if (creationEnded_) return s;
+  creationEnded_ = true;
   if (watch_.joinable()) {
     stopWatch_.store(true);
     watch_.join();

@@ -89,6 +89,7 @@ class Bootstrap {
   std::atomic<bool> stopWatch_{false};
   std::atomic<bool> watchFired_{false};
   std::string watchReason_;  // written by the watch before watchFired_
+  bool creationEnded_ = false;
 };
 
 // The rendezvous service of one unique id, a thread in the process that created the id. It serves

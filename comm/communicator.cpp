@@ -223,6 +223,7 @@ Status Communicator::executeEager(const OpArgs& op, const Algorithm& algo) {
   AlgoContext ctx = context(&waiter, transport);
   Status s = algo.run(op, ctx);
   if (s) s = awaitIdle(op, algo.name(), transport, &waiter);
+  else announceFailure(waiter);
   settle(s, &algo);
   return s;
 }
@@ -296,7 +297,10 @@ Status Communicator::execute(const OpArgs& op, const Algorithm& algoRef, bool ze
     s = zeroCopyCollective(op, zctx, &ranZeroCopy);
   }
   const std::string_view algoName = ranZeroCopy ? kZeroCopyName : algo->name();
-  if (s && !ranZeroCopy) s = algo->run(op, ctx);
+  if (s && !ranZeroCopy) {
+    s = algo->run(op, ctx);
+    if (!s) announceFailure(waiter);
+  }
   if (s) s = awaitIdle(op, algoName, transport, &waiter);
   if (dev) {
     // Whatever happened, the device work queued for this op ends before the op does.

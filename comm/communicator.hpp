@@ -155,6 +155,11 @@ class Communicator {
   void releaseRequest(Request* req);
   void workerLoop();
   void recordFailure(const Status& s);
+  // After a failed run: tells the peers whom it blames (Waiter::blamed), so that they name that rank.
+  void announceFailure(const Waiter& waiter) {
+    if (waiter.blamed() >= 0 && asyncError() == StatusCode::Ok)
+      transport_->announceFailure(waiter.blamed(), waiter.blamedStalled());
+  }
   // One thread at a time (zcoll.h): call() marks its thread in runner_ with plain stores (no locked
   // instruction on an op's path). A thread that finds another's mark backs out with InvalidUsage;
   // two that passed the check at once find the mark changed at exit and fail the communicator.

@@ -52,6 +52,11 @@ class MixedTransport final : public Transport {
   void sleep(uint32_t token, int64_t maxNs) override;
   void wake() override;
   bool peerExited(int peer) override { return part(peer).peerExited(peer); }
+  void announceFailure(int culprit, bool stalled) override {
+    local_->announceFailure(culprit, stalled);
+    remote_->announceFailure(culprit, stalled);
+  }
+  int culpritOf(int peer, bool* stalled) override { return part(peer).culpritOf(peer, stalled); }
   void progress() override {
     local_->progress();
     remote_->progress();

@@ -74,6 +74,18 @@ class Transport {
     return false;
   }
 
+  // Failure notices, so that every survivor names the first rank that died or stalled (tcp; others
+  // say nothing). announceFailure tells every connected peer that this rank's communicator failed
+  // because of `culprit` (stalled: it timed out waiting for it; else its process exited); culpritOf
+  // is what `peer` announced (-1: nothing) and *stalled how. Ranks in this transport's numbering.
+  virtual void announceFailure(int culprit, bool stalled) { (void)culprit, (void)stalled; }
+  virtual int culpritOf(int peer, bool* stalled) {
+    (void)peer, (void)stalled;
+    return -1;
+  }
+  // The communicator's rank of this transport's `peer` (a sub-group view maps; others are the same).
+  virtual int globalRank(int peer) const { return peer; }
+
   // Whether everything committed so far has left this rank's hands: no frame waits in a send queue
   // for this rank's next call and no transfer still reads caller memory. Moves what it can first,
   // without waiting. Every operation ends by waiting (bounded) for it: a rank that then blocks

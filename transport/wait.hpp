@@ -50,6 +50,13 @@ class Waiter {
   }
   // After PeerDied: the rank whose process ended.
   int deadPeer() const { return deadPeer_; }
+  // Whom the operation's failure blames (a communicator rank; -1: nobody yet) and whether it stalled
+  // rather than died: the communicator announces it to its peers (Transport::announceFailure).
+  void blame(int rank, bool stalled) {
+    if (blamed_ < 0) blamed_ = rank, blamedStalled_ = stalled;
+  }
+  int blamed() const { return blamed_; }
+  bool blamedStalled() const { return blamedStalled_; }
 
   // Calls ready() until it returns true, the deadline passes, abort is raised, or - checked once per
   // sleep slice - deadPeer() names a rank we wait for whose process has exited (-1: none). A peer that
@@ -128,6 +135,8 @@ class Waiter {
   int64_t timeoutNs_ = 0;
   const std::atomic<bool>* abort_;
   int deadPeer_ = -1;
+  int blamed_ = -1;
+  bool blamedStalled_ = false;
 };
 
 }  // namespace zcoll

@@ -247,6 +247,12 @@ void TcpTransport::pullStream(Peer& p, Stream& st) {
   auto slotOf = [&] { return static_cast<size_t>(st.recvFrame % static_cast<uint64_t>(slots_)); };
   // After recvOffset advanced: a frame that is not ours drops the peer; a complete one is handed over.
   auto advanced = [&] {
+    if (st.recvOffset >= kFrameHeader && st.header.bytes == kNoticeBytes) {  // it failed: whom it blames
+      std::memcpy(&p.culprit, st.header.reserved, sizeof p.culprit);
+      p.culpritStalled = st.header.reserved[4] != 0;
+      markDead(p);
+      return false;
+    }
     if (st.recvOffset >= kFrameHeader && st.header.bytes > chunk_) {  // not our framing: the peer is gone
       ZCOLL_WARN(Coll, rank_, "tcp: a frame of {} bytes exceeds the {}-byte chunk: dropping the connection",
                  st.header.bytes, chunk_);
@@ -310,6 +316,29 @@ void TcpTransport::pullStream(Peer& p, Stream& st) {
     }
     st.bounceHead = 0;
     st.bounceTail = static_cast<size_t>(got);
+  }
+}
+
+bool TcpTransport::peerExited(int peer) {
+  Peer& p = peers_[static_cast<size_t>(peer)];
+  if (!p.dead) pull(p);
+  return p.dead;
+}
+
+void TcpTransport::announceFailure(int culprit, bool stalled) {
+  FrameHeader h;
+  h.bytes = kNoticeBytes;
+  std::memcpy(h.reserved, &culprit, sizeof culprit);
+  h.reserved[4] = stalled ? 1 : 0;
+  for (Peer& p : peers_) {
+    if (p.dead) continue;
+    // On a connection between frames only (one in mid-frame would be misread); best effort: the
+    // peer that misses it sees the connection close instead.
+    for (Stream& st : p.streams)
+      if (st.fd.valid() && st.sendOffset == 0) {
+        [[maybe_unused]] const ssize_t n = ::send(st.fd.get(), &h, sizeof h, MSG_NOSIGNAL | MSG_DONTWAIT);
+        break;
+      }
   }
 }
 

@@ -42,6 +42,9 @@ struct alignas(64) FrameHeader {
   uint8_t reserved[kFrameHeader - 4] = {};
 };
 static_assert(sizeof(FrameHeader) == kFrameHeader);
+// A header of this length is a failure notice, not a frame: the sender's communicator failed because
+// of the rank in reserved[0..3] (reserved[4]: 1 if it stalled); it sends nothing more.
+inline constexpr uint32_t kNoticeBytes = 0xffffffffu;
 
 class TcpTransport final : public Transport {
  public:
@@ -70,7 +73,14 @@ class TcpTransport final : public Transport {
   void sleep(uint32_t, int64_t maxNs) override { sleeper_.sleep(maxNs); }
   void wake() override { sleeper_.wake(); }
   int pollFd() const override { return sleeper_.fd(); }
-  bool peerExited(int peer) override { return peers_[static_cast<size_t>(peer)].dead; }
+  // Reads what the peer sent first (a failure notice marks it dead): waits that sleep ask this.
+  bool peerExited(int peer) override;
+  void announceFailure(int culprit, bool stalled) override;
+  int culpritOf(int peer, bool* stalled) override {
+    const Peer& p = peers_[static_cast<size_t>(peer)];
+    *stalled = p.culpritStalled;
+    return p.culprit;
+  }
   void progress() override { flushAll(); }
   bool idle() override {
     flushAll();
@@ -104,6 +114,8 @@ class TcpTransport final : public Transport {
   struct Peer {
     std::vector<Stream> streams;
     bool dead = false;
+    int culprit = -1;  // its failure notice: the rank it blamed, and whether that one stalled
+    bool culpritStalled = false;
     // Send ring: slot i at sendData + i * chunk (sendData: send's first 64-byte boundary), its header
     // (length) in sendHeaders[i] (sent first).
     std::vector<uint8_t> send;
