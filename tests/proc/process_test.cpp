@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <cstdio>
 #include <cstdlib>
 #include <set>
@@ -232,8 +233,11 @@ int freePort() {
   return ntohs(a.sin_port);
 }
 
-// n ranks of rank_prog with torchrun's variables and no launcher to stop them.
-std::vector<pid_t> forkRanks(const std::string& prog, int n, const std::vector<std::string>& args, int timeoutS) {
+// n ranks of rank_prog with torchrun's variables and no launcher to stop them; `env` is set in each, and
+// `inChild(rank)` runs in each before the exec (it may exec something else).
+std::vector<pid_t> forkRanks(const std::string& prog, int n, const std::vector<std::string>& args, int timeoutS,
+                             const std::vector<std::pair<const char*, std::string>>& env = {},
+                             const std::function<void(int)>& inChild = {}) {
   const int port = freePort();
   std::vector<pid_t> pids;
   for (int rank = 0; rank < n; ++rank) {
@@ -244,6 +248,8 @@ std::vector<pid_t> forkRanks(const std::string& prog, int n, const std::vector<s
       setenv("MASTER_ADDR", "127.0.0.1", 1);
       setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
       setenv("ZCOLL_TIMEOUT_S", std::to_string(timeoutS).c_str(), 1);
+      for (const auto& [name, value] : env) setenv(name, value.c_str(), 1);
+      if (inChild) inChild(rank);
       std::vector<char*> argv{const_cast<char*>(prog.c_str())};
       for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
       argv.push_back(nullptr);
@@ -304,25 +310,11 @@ TEST_F(Process, ARankKilledInItsOwnPidNamespaceIsNoticed) {
   if (geteuid() != 0) GTEST_SKIP() << "unshare --pid needs root";
   Result probe = runCommand("unshare --pid --fork --kill-child --mount-proc true");
   if (probe.status != 0) GTEST_SKIP() << "cannot make a PID namespace here: " << probe.out;
-  const int port = freePort();
-  std::vector<pid_t> pids;
-  for (int rank = 0; rank < 3; ++rank) {
-    pid_t pid = fork();
-    if (pid == 0) {
-      setenv("RANK", std::to_string(rank).c_str(), 1);
-      setenv("WORLD_SIZE", "3", 1);
-      setenv("MASTER_ADDR", "127.0.0.1", 1);
-      setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
-      setenv("ZCOLL_TIMEOUT_S", "60", 1);
-      if (rank == 1)  // killing unshare kills the rank (--kill-child)
-        execlp("unshare", "unshare", "--pid", "--fork", "--kill-child", "--mount-proc", prog_.c_str(), "loop",
-               static_cast<char*>(nullptr));
-      else
-        execl(prog_.c_str(), prog_.c_str(), "loop", static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    pids.push_back(pid);
-  }
+  std::vector<pid_t> pids = forkRanks(prog_, 3, {"loop"}, 60, {}, [this](int rank) {
+    if (rank == 1)  // killing unshare kills the rank (--kill-child)
+      execlp("unshare", "unshare", "--pid", "--fork", "--kill-child", "--mount-proc", prog_.c_str(), "loop",
+             static_cast<char*>(nullptr));
+  });
   std::this_thread::sleep_for(std::chrono::milliseconds(2000));  // joined, calibrated, looping
   ASSERT_EQ(kill(pids[1], SIGKILL), 0);
   const auto killed = std::chrono::steady_clock::now();
@@ -344,29 +336,17 @@ TEST_F(Process, ARankKilledInItsOwnPidNamespaceIsNoticed) {
 // which the per-op deadline does not guarantee (docs/reliability.md).
 TEST_F(Process, EverySurvivorNamesTheRankThatDiedOrStalled) {
   for (const int sig : {SIGKILL, SIGSTOP}) {
-    const int port = freePort();
     char dir[] = "/tmp/zcoll-blame-XXXXXX";
     ASSERT_NE(mkdtemp(dir), nullptr);
-    std::vector<pid_t> pids;
-    for (int rank = 0; rank < 4; ++rank) {
-      pid_t pid = fork();
-      if (pid == 0) {
-        setenv("RANK", std::to_string(rank).c_str(), 1);
-        setenv("WORLD_SIZE", "4", 1);
-        setenv("MASTER_ADDR", "127.0.0.1", 1);
-        setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
-        setenv("ZCOLL_TIMEOUT_S", sig == SIGSTOP ? "4" : "60", 1);
-        setenv("ZCOLL_TRANSPORTS", "tcp", 1);
-        setenv("ZCOLL_CALIBRATE", "0", 1);  // looping within the sleep below, even on a loaded machine
-        setenv("ZCOLL_ALGO", "ring", 1);    // rank 2 waits on rank 1, rank 3 on rank 2, rank 0 on rank 3
-        const std::string log = std::string(dir) + "/" + std::to_string(rank);
-        FILE* f = freopen(log.c_str(), "w", stderr);
-        (void)f;
-        execl(prog_.c_str(), prog_.c_str(), "loop", static_cast<char*>(nullptr));
-        _exit(127);
-      }
-      pids.push_back(pid);
-    }
+    // Without calibration (looping within the sleep below, even on a loaded machine); ring: rank 2
+    // waits on rank 1, rank 3 on rank 2, rank 0 on rank 3.
+    std::vector<pid_t> pids = forkRanks(prog_, 4, {"loop"}, sig == SIGSTOP ? 4 : 60,
+                                        {{"ZCOLL_TRANSPORTS", "tcp"}, {"ZCOLL_CALIBRATE", "0"}, {"ZCOLL_ALGO", "ring"}},
+                                        [&dir](int rank) {
+                                          const std::string log = std::string(dir) + "/" + std::to_string(rank);
+                                          FILE* f = freopen(log.c_str(), "w", stderr);
+                                          (void)f;
+                                        });
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // joined and looping
     ASSERT_EQ(kill(pids[1], sig), 0);
     for (int rank : {0, 2, 3}) {
