@@ -284,6 +284,10 @@ Status recvAny(void* buf, size_t count, zcollDataType_t datatype, int* source, z
   a.root = -1;
   if (Status s = memoryKind(c, a, stream, &a.device); !s) return s;
   if (a.device) return notSupported("zcollRecvAny takes host buffers only");
+  if (item.bytes == 0) {  // an empty message is never sent: nothing to wait for, nobody to name
+    *source = -1;
+    return Status::ok();
+  }
   if (Status s = launch(ref, comm, a, c, "count", Mode::Blocking, nullptr, stream, &item); !s) return s;
   *source = from;
   return Status::ok();

@@ -42,7 +42,7 @@ void Bootstrap::watchRoot() {
     watchReason_ = s && n.magic == wire::kNoticeMagic
                        ? std::string(n.message)
                        : fmt::format("the rendezvous root is gone before the communicator was created: the process "
-                                     "that made the unique id (usually rank 0's) exited ({})",
+                                     "that made the unique id (usually rank 0's) exited or stopped it ({})",
                                      s ? std::string("malformed notice") : s.message());
     watchFired_.store(true);
     abort_->store(true);  // every wait of the creation returns within its 100 ms slice

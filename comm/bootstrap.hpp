@@ -98,7 +98,8 @@ class RendezvousRoot {
  public:
   // Listens on `bindAddr` (port 0 = any free port); *bound receives the address to put in the id.
   static Status start(const SockAddr& bindAddr, const Secret& secret, int64_t timeoutMs, SockAddr* bound);
-  // Joins the service of this id if this process runs it (after the caller's rendezvous is done).
+  // Joins the service of this id if this process runs it: it ends once every rank reported its
+  // communicator created or left (bounded by the timeout).
   static void join(const SockAddr& root, const Secret& secret);
   // Stops the service of this id if this process runs it (after a failed init) and joins it.
   static void cancel(const SockAddr& root, const Secret& secret);

@@ -129,6 +129,8 @@ Status Communicator::setUp() {
 }
 
 Communicator::~Communicator() {
+  // The creation watch (a thread that may raise abort_) ends before any member goes.
+  if (bootstrap_) (void)bootstrap_->endCreation(Status(StatusCode::Aborted, "communicator destroyed"));
   abort_.store(true);
   {
     std::lock_guard lock(mutex_);
@@ -316,6 +318,13 @@ Status Communicator::call(const OpArgs& opIn) {
   const void* const self = threadMark();
   if (const void* other = runner_.load(std::memory_order_relaxed); other && other != self) return concurrentUse(opIn);
   runner_.store(self, std::memory_order_relaxed);
+  struct Unmark {  // also when callMarked throws (apiCall catches it): the mark never stays behind
+    std::atomic<const void*>& runner;
+    const void* self;
+    ~Unmark() {
+      if (runner.load(std::memory_order_relaxed) == self) runner.store(nullptr, std::memory_order_relaxed);
+    }
+  } unmark{runner_, self};
   Status s = callMarked(opIn);
   // Another thread entered while this one ran (both passed the check at once): the FIFOs and the
   // sequence numbers are in an unknown state, so the communicator fails from here on.
@@ -325,7 +334,6 @@ Status Communicator::call(const OpArgs& opIn) {
     recordFailure(c);
     return c;
   }
-  runner_.store(nullptr, std::memory_order_relaxed);
   return s;
 }
 

@@ -77,6 +77,7 @@ class RootService {
   std::vector<Pending> joined_;  // by rank
   int nranks_ = -1;
   int count_ = 0;
+  bool noticeSent_ = false;  // the first rank that left is named once
 };
 
 bool RootService::readHello(Pending& p) {
@@ -115,12 +116,19 @@ void RootService::replyAll(int32_t code, const std::string& message) {
     for (int i = 0; i < nranks_; ++i) table[i] = joined_[i].hello.info;
   }
   Deadline d = Deadline::afterMs(std::max<int64_t>(1000, deadline_.remainingNs() / 1'000'000));
+  int lost = -1;  // a rank the reply did not reach: the others must not wait for it
   for (Pending& p : joined_) {
     if (!p.fd.valid()) continue;
     Status s = sendAll(p.fd.get(), &r, sizeof r, d, &stop_);
     if (s && code == 0) s = sendAll(p.fd.get(), table.data(), table.size() * sizeof(PeerInfo), d, &stop_);
     if (!s) ZCOLL_WARN(Boot, -1, "rendezvous: reply to rank {} failed: {}", p.hello.rank, s.message());
+    if (!s && lost < 0) lost = p.hello.rank;
     if (!s || code != 0) p.fd.reset();  // on success kept: watchCreation
+  }
+  if (code == 0 && lost >= 0) {
+    sendNotice(lost, fmt::format("rank {} could not be told the peer table (its connection to the rendezvous root "
+                                 "failed)", lost), SIZE_MAX);
+    noticeSent_ = true;
   }
 }
 
@@ -139,7 +147,7 @@ void RootService::watchCreation() {
   std::vector<uint8_t> created(joined_.size(), 0);
   std::vector<pollfd> fds;
   std::vector<size_t> which;
-  bool told = false;
+  bool told = noticeSent_;
   while (!stop_.load()) {
     fds.clear();
     which.clear();

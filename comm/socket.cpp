@@ -234,7 +234,11 @@ Status acceptHellos(int listenFd, size_t helloBytes, int want, Deadline deadline
                                SOCK_CLOEXEC | SOCK_NONBLOCK);
       if (fd < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-        if (errno == EINTR || errno == ECONNABORTED) continue;
+        // accept(2): the new connection's pending network errors come back here; try the next one.
+        if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO || errno == ENETDOWN || errno == ENOPROTOOPT ||
+            errno == EHOSTDOWN || errno == ENONET || errno == EHOSTUNREACH || errno == EOPNOTSUPP ||
+            errno == ENETUNREACH)
+          continue;
         if (errno == EMFILE || errno == ENFILE) return descriptorLimitError(fmt::format("{}: accept", what), errno);
         return systemError(fmt::format("{}: accept", what), errno);
       }

@@ -157,7 +157,8 @@ const char* zcollGetLastError(zcollComm_t comm);
 
 /** Creates a new unique id and starts, in this process, the rendezvous service that the ranks of
  *  the communicator meet at (a thread listening on a TCP port; on ZCOLL_SOCKET_IFNAME's address,
- *  else loopback). The service ends once every rank has joined, or after the timeout.
+ *  else loopback). The service ends once every rank's communicator is created (it names a rank that
+ *  leaves before that to the others), or after the timeout: the process must live until then.
  *  Call it on one process and pass the id to all ranks. Thread-safe. */
 zcollResult_t zcollGetUniqueId(zcollUniqueId* uniqueId);
 
@@ -284,7 +285,10 @@ zcollResult_t zcollRecv(void* recvbuff, size_t count, zcollDataType_t datatype, 
 /** Receives count elements from whichever other rank's send to this rank arrives first (Gloo's and
  *  torch.distributed's receive from any source; NCCL has none) and writes that rank to *peer. Host
  *  buffers and a NULL stream only, outside groups; blocks until the whole message is in. The sender
- *  calls zcollSend as usual, with the same count. Errors: a NULL peer (zcollInvalidArgument); inside a
+ *  calls zcollSend as usual, with the same count; count 0 returns at once with *peer = -1. Sends and
+ *  collectives share each pair's queue: while a zcollRecvAny is outstanding, no rank that could be
+ *  taken for its source may already have started a later collective (its chunks would be taken as
+ *  the message). Errors: a NULL peer (zcollInvalidArgument); inside a
  *  group or on a one-rank communicator (zcollInvalidUsage); device buffers (zcollNotSupported). */
 zcollResult_t zcollRecvAny(void* recvbuff, size_t count, zcollDataType_t datatype, int* peer, zcollComm_t comm,
                            zcollStream_t stream);

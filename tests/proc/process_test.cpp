@@ -433,7 +433,7 @@ TEST_F(Process, TyposAndBadValuesAreNamed) {
        "ZCOLL_DEBUG_FILE='/dev/null/zcoll.log' cannot be written"},
   };
   for (const Case& c : cases) {
-    Result r = runCommand(std::string("env ") + c.env + " " + run_ + " -n 2 " + prog_ + " check");
+    Result r = runCommand(std::string("env ZCOLL_DEBUG=WARN ") + c.env + " " + run_ + " -n 2 " + prog_ + " check");
     EXPECT_EQ(r.status != 0, c.fails) << c.env << "\n" << r.out;
     EXPECT_NE(r.out.find(c.expect), std::string::npos) << c.env << "\n" << r.out;
   }

@@ -247,10 +247,16 @@ void TcpTransport::pullStream(Peer& p, Stream& st) {
   auto slotOf = [&] { return static_cast<size_t>(st.recvFrame % static_cast<uint64_t>(slots_)); };
   // After recvOffset advanced: a frame that is not ours drops the peer; a complete one is handed over.
   auto advanced = [&] {
-    if (st.recvOffset >= kFrameHeader && st.header.bytes == kNoticeBytes) {  // it failed: whom it blames
-      std::memcpy(&p.culprit, st.header.reserved, sizeof p.culprit);
-      p.culpritStalled = st.header.reserved[4] != 0;
-      markDead(p);
+    if (st.recvOffset >= kFrameHeader && st.header.bytes == kNoticeBytes) {
+      // It failed and sends nothing more on this connection (frames on its others still count).
+      int culprit = -1;
+      std::memcpy(&culprit, st.header.reserved, sizeof culprit);
+      if (culprit >= 0 && culprit < static_cast<int>(peers_.size())) {
+        p.culprit = culprit;
+        p.culpritStalled = st.header.reserved[4] != 0;
+      }
+      st.bounceHead = st.bounceTail;  // nothing follows a notice
+      closeStream(p, st);
       return false;
     }
     if (st.recvOffset >= kFrameHeader && st.header.bytes > chunk_) {  // not our framing: the peer is gone
@@ -304,9 +310,7 @@ void TcpTransport::pullStream(Peer& p, Stream& st) {
       return;
     }
     if (got == 0) {  // the peer closed this connection: whatever it sent on it is here
-      st.closed = true;
-      // Frames may still wait on its other connections: the peer is gone once all are closed.
-      if (std::all_of(p.streams.begin(), p.streams.end(), [](const Stream& s) { return s.closed; })) markDead(p);
+      closeStream(p, st);
       return;
     }
     if (direct) {
@@ -317,6 +321,12 @@ void TcpTransport::pullStream(Peer& p, Stream& st) {
     st.bounceHead = 0;
     st.bounceTail = static_cast<size_t>(got);
   }
+}
+
+void TcpTransport::closeStream(Peer& p, Stream& st) {
+  st.closed = true;
+  // Frames may still wait on its other connections: the peer is gone once all are closed.
+  if (std::all_of(p.streams.begin(), p.streams.end(), [](const Stream& s) { return s.closed; })) markDead(p);
 }
 
 bool TcpTransport::peerExited(int peer) {

@@ -109,7 +109,7 @@ class TcpTransport final : public Transport {
     std::vector<uint8_t> bounce;
     uint8_t* bounceData = nullptr;
     size_t bounceHead = 0, bounceTail = 0;
-    bool closed = false;  // the peer closed it (EOF): everything it sent on it has been read
+    bool closed = false;  // EOF or a failure notice: everything the peer sent on it has been read
   };
   struct Peer {
     std::vector<Stream> streams;
@@ -142,6 +142,7 @@ class TcpTransport final : public Transport {
   void flushStream(Peer& p, Stream& st);
   void pullStream(Peer& p, Stream& st);
   void markDead(Peer& p);
+  void closeStream(Peer& p, Stream& st);  // EOF or a failure notice on st: dead once all are closed
 
   size_t chunk_ = 0;
   int slots_ = 0;

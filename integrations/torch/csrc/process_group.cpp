@@ -744,16 +744,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcoll::allgather_coalesced(std::vecto
     }
   }
   at::Tensor send = at::empty({bytes}, at::kByte);
-  int64_t offset = 0;
-  for (const at::Tensor& d : dense) {
-    std::memcpy(static_cast<uint8_t*>(send.data_ptr()) + offset, d.data_ptr(), bytesOf(d));
-    offset += static_cast<int64_t>(bytesOf(d));
-  }
   at::Tensor flat = at::empty({bytes * size_}, at::kByte);
   auto lists = std::make_shared<std::vector<std::vector<at::Tensor>>>(outputLists);
   return enqueue(
       c10d::OpType::ALLGATHER_COALESCED, "allgather_coalesced", outs,
-      [send, flat, comm = comm_] {
+      [dense, send, flat, comm = comm_] {
+        // Packed when the operation runs: an earlier queued operation may still write the inputs.
+        int64_t offset = 0;
+        for (const at::Tensor& d : dense) {
+          std::memcpy(static_cast<uint8_t*>(send.data_ptr()) + offset, d.data_ptr(), bytesOf(d));
+          offset += static_cast<int64_t>(bytesOf(d));
+        }
         return zcollAllGather(send.data_ptr(), flat.data_ptr(), bytesOf(send), zcollUint8, comm, nullptr);
       },
       [flat, lists, bytes] {
