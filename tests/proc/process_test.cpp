@@ -261,6 +261,21 @@ std::vector<pid_t> forkRanks(const std::string& prog, int n, const std::vector<s
   return pids;
 }
 
+// Waits for every rank of `pids`; each but `killed` must exit with status 4 (failed, and the async error
+// agrees). Returns the seconds from `since` until the last survivor ended.
+double awaitSurvivors(const std::vector<pid_t>& pids, size_t killed, std::chrono::steady_clock::time_point since) {
+  double worst = 0;
+  for (size_t rank = 0; rank < pids.size(); ++rank) {
+    int st = 0;
+    EXPECT_EQ(waitpid(pids[rank], &st, 0), pids[rank]);
+    if (rank == killed) continue;
+    worst = std::max(worst, std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count());
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 4)
+        << "rank " << rank << " status " << st << " (4: failed and the async error agrees)";
+  }
+  return worst;
+}
+
 // Without a launcher to stop them, the survivors of a SIGKILLed rank fail on their own, well before
 // their timeout (60 s here): the shm transport watches the peers' processes.
 TEST_F(Process, SurvivorsOfAKilledRankFailFast) {
@@ -287,17 +302,7 @@ TEST_F(Process, ARankKilledMidCollectiveFailsTheOthersWithinTheTimeout) {
     std::vector<pid_t> pids = forkRanks(prog_, 3, {"loop"}, timeoutS);
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // joined, calibrated, looping
     ASSERT_EQ(kill(pids[1], SIGKILL), 0);
-    const auto killed = std::chrono::steady_clock::now();
-    double worst = 0;
-    for (int rank = 0; rank < 3; ++rank) {
-      int st = 0;
-      ASSERT_EQ(waitpid(pids[rank], &st, 0), pids[rank]);
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
-      if (rank == 1) continue;
-      worst = std::max(worst, s);
-      EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 4)
-          << "rank " << rank << " status " << st << " (4: failed and the async error agrees)";
-    }
+    const double worst = awaitSurvivors(pids, 1, std::chrono::steady_clock::now());
     std::printf("timeout %d s: survivors failed %.3f s after the kill\n", timeoutS, worst);
     EXPECT_LT(worst, timeoutS + 1.0);
   }
@@ -317,15 +322,7 @@ TEST_F(Process, ARankKilledInItsOwnPidNamespaceIsNoticed) {
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(2000));  // joined, calibrated, looping
   ASSERT_EQ(kill(pids[1], SIGKILL), 0);
-  const auto killed = std::chrono::steady_clock::now();
-  double worst = 0;
-  for (int rank = 0; rank < 3; ++rank) {
-    int st = 0;
-    ASSERT_EQ(waitpid(pids[rank], &st, 0), pids[rank]);
-    if (rank == 1) continue;
-    worst = std::max(worst, std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count());
-    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 4) << "rank " << rank << " status " << st;
-  }
+  const double worst = awaitSurvivors(pids, 1, std::chrono::steady_clock::now());
   EXPECT_LT(worst, 5.0) << "the survivors waited for their timeout";
 }
 

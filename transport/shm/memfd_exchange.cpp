@@ -30,14 +30,24 @@ sockaddr_un abstractName(uint64_t nonce, int rank, socklen_t* len) {
   return a;
 }
 
-Status sendFd(int sock, const Message& m, int fd) {
-  iovec iov{const_cast<Message*>(&m), sizeof m};
+// A Message and room for one descriptor, as sendmsg/recvmsg take them.
+struct FdEnvelope {
+  explicit FdEnvelope(Message* m) : iov{m, sizeof *m} {
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+  }
+  FdEnvelope(const FdEnvelope&) = delete;
+  FdEnvelope& operator=(const FdEnvelope&) = delete;
+  iovec iov;
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
   msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
+};
+
+Status sendFd(int sock, const Message& m, int fd) {
+  FdEnvelope e(const_cast<Message*>(&m));
+  msghdr& msg = e.msg;
   cmsghdr* c = CMSG_FIRSTHDR(&msg);
   c->cmsg_level = SOL_SOCKET;
   c->cmsg_type = SCM_RIGHTS;
@@ -54,13 +64,8 @@ Status sendFd(int sock, const Message& m, int fd) {
 // One non-blocking try at a connection's message and its fd (*fd stays invalid if it carried none):
 // true when it is in (*err says whether it is whole), false when nothing has arrived yet.
 bool tryRecvFd(int sock, Message* m, Fd* fd, Status* err) {
-  iovec iov{m, sizeof *m};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
+  FdEnvelope e(m);
+  msghdr& msg = e.msg;
   const ssize_t n = ::recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return false;
   if (n < 0) {
