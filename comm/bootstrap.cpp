@@ -2,6 +2,7 @@
 #include "comm/bootstrap.hpp"
 
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -32,8 +33,8 @@ Bootstrap::~Bootstrap() { (void)endCreation(Status(StatusCode::Internal, "bootst
 
 void Bootstrap::watchRoot() {
   while (!stopWatch_.load()) {
-    pollfd p{root_.get(), POLLIN, 0};
-    if (::poll(&p, 1, 100) <= 0) continue;
+    pollfd p[2] = {{root_.get(), POLLIN, 0}, {wakeWatch_.get(), POLLIN, 0}};
+    if (::poll(p, 2, -1) <= 0 || !p[0].revents) continue;
     wire::Notice n{};
     Status s = recvAll(root_.get(), &n, sizeof n, Deadline::afterMs(1000), &stopWatch_);
     if (stopWatch_.load()) return;
@@ -55,6 +56,9 @@ Status Bootstrap::endCreation(Status s) {
   creationEnded_ = true;
   if (watch_.joinable()) {
     stopWatch_.store(true);
+    const uint64_t one = 1;
+    while (::write(wakeWatch_.get(), &one, sizeof one) < 0 && errno == EINTR) {
+    }
     watch_.join();
   }
   if (watchFired_.load()) {
@@ -81,6 +85,10 @@ Status Bootstrap::create(const UniqueIdFields& id, int rank, int nranks, const C
   b->settings_ = sharedSettingsHash(config);
   raiseFileLimit();  // sockets and segments per peer
   if (Status s = b->rendezvous(id); !s) return s;
+  b->wakeWatch_.reset(::eventfd(0, EFD_CLOEXEC));
+  if (!b->wakeWatch_.valid())
+    return errno == EMFILE || errno == ENFILE ? descriptorLimitError("eventfd for the creation watch", errno)
+                                              : systemError("eventfd for the creation watch", errno);
   try {
     b->watch_ = std::thread([p = b.get()] { p->watchRoot(); });
   } catch (const std::system_error& e) {

@@ -85,6 +85,7 @@ class Bootstrap {
   Fd next_;
   Fd prev_;
   Fd root_;  // until endCreation
+  Fd wakeWatch_;  // an eventfd: endCreation wakes the watch at once (its poll has no time slice)
   std::thread watch_;
   std::atomic<bool> stopWatch_{false};
   std::atomic<bool> watchFired_{false};

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/run_command.hpp"
+#include "common/sanitizers.hpp"
 
 namespace {
 
@@ -445,12 +446,15 @@ TEST_F(Process, TyposAndBadValuesAreNamed) {
 // and says so at once ("out of file descriptors", the limit) instead of spinning on accept until the
 // timeout; with only the soft limit at 10, zcoll raises it to the hard one and the job runs.
 TEST_F(Process, OutOfDescriptorsIsSaidAtOnceAndASoftLimitIsRaised) {
-  Result r = runCommand("bash -c 'ulimit -n 10; ZCOLL_TIMEOUT_S=30 exec " + run_ + " -n 8 " + prog_ + " check'");
+  Result r = runCommand("bash -c 'ulimit -S -n 10; exec " + run_ + " -n 8 " + prog_ + " check'");
+  EXPECT_EQ(r.status, 0) << r.out;
+  if (zcoll::test::kAddressSanitizer)  // built with address,undefined (tools/test's second pass)
+    GTEST_SKIP() << "UBSan's vptr check probes memory through a pipe(2), which a full descriptor table refuses: "
+                    "every virtual call would be reported; the release pass runs the hard limit";
+  r = runCommand("bash -c 'ulimit -n 10; ZCOLL_TIMEOUT_S=30 exec " + run_ + " -n 8 " + prog_ + " check'");
   EXPECT_NE(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("out of file descriptors (open-file limit 10"), std::string::npos) << r.out;
   EXPECT_LT(r.seconds, 10.0) << r.out;
-  r = runCommand("bash -c 'ulimit -S -n 10; exec " + run_ + " -n 8 " + prog_ + " check'");
-  EXPECT_EQ(r.status, 0) << r.out;
 }
 
 TEST_F(Process, KillNineLeavesNothingBehind) {
