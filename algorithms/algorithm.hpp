@@ -10,9 +10,9 @@
 #include "algorithms/patterns/hosts.hpp"
 #include "algorithms/patterns/rhd.hpp"
 #include "algorithms/scratch.hpp"
-#include "comm/status.hpp"
-#include "comm/trace.hpp"
-#include "comm/types.hpp"
+#include "core/status.hpp"
+#include "core/trace.hpp"
+#include "core/types.hpp"
 #include "transport/transport.hpp"
 #include "transport/wait.hpp"
 
@@ -42,7 +42,7 @@ struct OpArgs {
   uint64_t seq = 0;  // per-communicator sequence number of this collective
   const P2PItem* items = nullptr;  // SendRecv only
   size_t nitems = 0;
-  bool device = false;  // the buffers are device memory (comm/device.hpp)
+  bool device = false;  // the buffers are device memory (core/device.hpp)
   // Bytes of sendbuf this rank reads, when the op writes none of them (out of place; set by the API
   // layer), else 0: sends may read them in place (zero copy) until the op ends.
   size_t stableSendBytes = 0;

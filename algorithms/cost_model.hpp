@@ -14,7 +14,7 @@
 #include <cstddef>
 #include <string_view>
 
-#include "comm/types.hpp"
+#include "core/types.hpp"
 
 namespace zcoll {
 

@@ -7,10 +7,10 @@
 
 #include <atomic>
 
-#include "comm/clock.hpp"
-#include "comm/device.hpp"
-#include "comm/status.hpp"
 #include "algorithms/scratch.hpp"
+#include "core/clock.hpp"
+#include "core/device.hpp"
+#include "core/status.hpp"
 #include "transport/wait.hpp"
 
 namespace zcoll {

@@ -12,7 +12,7 @@
 
 #include "algorithms/algorithm.hpp"
 #include "algorithms/primitives.hpp"
-#include "algorithms/reduce/host_copy.hpp"
+#include "kernels/host_copy.hpp"
 
 namespace zcoll {
 namespace {

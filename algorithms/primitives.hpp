@@ -22,8 +22,8 @@
 #include <string>
 
 #include "algorithms/algorithm.hpp"
-#include "algorithms/reduce/host_copy.hpp"
-#include "algorithms/reduce/host_reduce.hpp"
+#include "kernels/host_copy.hpp"
+#include "kernels/host_reduce.hpp"
 
 namespace zcoll {
 

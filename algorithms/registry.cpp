@@ -6,7 +6,7 @@
 #include <string_view>
 #include <utility>
 
-#include "comm/config.hpp"
+#include "core/config.hpp"
 
 namespace zcoll {
 

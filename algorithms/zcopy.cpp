@@ -7,8 +7,8 @@
 
 #include "algorithms/patterns/ring.hpp"
 #include "algorithms/primitives.hpp"
-#include "algorithms/reduce/host_reduce_simd.hpp"
-#include "comm/log.hpp"
+#include "core/log.hpp"
+#include "kernels/host_reduce_simd.hpp"
 
 namespace zcoll {
 namespace {

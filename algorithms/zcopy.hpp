@@ -1,5 +1,5 @@
 // zcopy.hpp - zero copy between the processes of one host, for buffers allocated with
-// zcollMemAlloc (comm/shared_memory.hpp): all-reduce, reduce-scatter, all-gather and broadcast read
+// zcollMemAlloc (core/shared_memory.hpp): all-reduce, reduce-scatter, all-gather and broadcast read
 // the peers' buffers in place instead of moving the data twice through the transport's slots.
 //
 // Small messages through the transport frame it: (1) offers - whether each rank's buffers are

@@ -3,7 +3,7 @@
 // pattern), so ratios are fair.
 #include "bench/engine.hpp"
 #include "bench/output.hpp"
-#include "comm/device.hpp"
+#include "core/device.hpp"
 #include "tests/common/typed.hpp"
 
 #include <sys/resource.h>

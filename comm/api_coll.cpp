@@ -3,9 +3,9 @@
 #include <cstdint>
 
 #include "comm/boundary.hpp"
-#include "comm/device.hpp"
 #include "comm/group.hpp"
 #include "comm/handles.hpp"
+#include "core/device.hpp"
 
 namespace zcoll {
 

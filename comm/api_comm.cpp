@@ -13,9 +13,9 @@
 #include "algorithms/registry.hpp"
 #include "comm/boundary.hpp"
 #include "comm/handles.hpp"
-#include "comm/log.hpp"
-#include "comm/membarrier.hpp"
-#include "comm/shared_memory.hpp"
+#include "core/log.hpp"
+#include "core/membarrier.hpp"
+#include "core/shared_memory.hpp"
 
 namespace zcoll {
 namespace {

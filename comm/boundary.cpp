@@ -1,7 +1,7 @@
 // boundary.cpp - Status -> zcollResult_t, last error, error strings.
 #include "comm/boundary.hpp"
 
-#include "comm/log.hpp"
+#include "core/log.hpp"
 
 namespace zcoll {
 namespace {

@@ -7,7 +7,7 @@
 #include <new>
 #include <string>
 
-#include "comm/status.hpp"
+#include "core/status.hpp"
 #include "zcoll/zcoll.h"
 
 namespace zcoll {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "comm/communicator.hpp"
-#include "comm/log.hpp"
+#include "core/log.hpp"
 
 namespace zcoll {
 

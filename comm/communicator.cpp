@@ -10,8 +10,8 @@
 
 #include "algorithms/registry.hpp"
 #include "algorithms/zcopy.hpp"
-#include "comm/log.hpp"
-#include "comm/transport_choice.hpp"
+#include "core/log.hpp"
+#include "transport/registry.hpp"
 #include "transport/wait.hpp"
 #ifdef ZCOLL_HAVE_CUDA_IPC
 #include "transport/cuda_ipc/cuda_ipc_transport.hpp"

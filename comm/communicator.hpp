@@ -22,9 +22,9 @@
 #include "algorithms/algorithm.hpp"
 #include "algorithms/device_executor.hpp"
 #include "algorithms/registry.hpp"
-#include "comm/bootstrap.hpp"
-#include "comm/config.hpp"
-#include "comm/device.hpp"
+#include "bootstrap/bootstrap.hpp"
+#include "core/config.hpp"
+#include "core/device.hpp"
 #include "transport/transport.hpp"
 #include "transport/wait.hpp"
 

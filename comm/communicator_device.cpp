@@ -1,11 +1,11 @@
 // communicator_device.cpp - a communicator's device state (when the process has a device runtime,
-// comm/device.hpp): planned at creation, made at the first device op, ended at destroy. See
+// core/device.hpp): planned at creation, made at the first device op, ended at destroy. See
 // communicator.hpp.
 #include <algorithm>
 #include <atomic>
 
 #include "comm/communicator.hpp"
-#include "comm/log.hpp"
+#include "core/log.hpp"
 #ifdef ZCOLL_HAVE_CUDA_IPC
 #include "transport/cuda_ipc/cuda_ipc_transport.hpp"
 #endif

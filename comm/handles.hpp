@@ -11,7 +11,7 @@
 // may touch a handle destroyed a moment ago.
 //
 // A call announces itself to destroy/abort in its thread's CallSlot (a plain store) where the process
-// can use membarrier (comm/membarrier.hpp): the destroyer bumps the epoch, fences every thread
+// can use membarrier (core/membarrier.hpp): the destroyer bumps the epoch, fences every thread
 // (processBarrier), then waits until no slot names the handle - a call that announced itself before
 // is seen, one that announces itself after sees the new epoch and backs out. No locked instruction
 // on a call's path. Elsewhere, and for a second handle held by the same thread (a group), the call

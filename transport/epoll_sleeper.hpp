@@ -9,8 +9,8 @@
 #include <cerrno>
 #include <cstdint>
 
-#include "comm/socket.hpp"
-#include "comm/status.hpp"
+#include "core/socket.hpp"
+#include "core/status.hpp"
 
 namespace zcoll {
 

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "comm/socket.hpp"
-#include "comm/status.hpp"
+#include "core/socket.hpp"
+#include "core/status.hpp"
 #include "transport/transport.hpp"
 
 namespace zcoll {

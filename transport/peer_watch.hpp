@@ -9,8 +9,8 @@
 
 #include <vector>
 
-#include "comm/bootstrap.hpp"
-#include "comm/socket.hpp"
+#include "bootstrap/bootstrap.hpp"
+#include "core/socket.hpp"
 
 namespace zcoll {
 

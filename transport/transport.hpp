@@ -16,9 +16,9 @@
 #include <functional>
 #include <string_view>
 
-#include "comm/device.hpp"
-#include "comm/shared_memory.hpp"
-#include "comm/status.hpp"
+#include "core/device.hpp"
+#include "core/shared_memory.hpp"
+#include "core/status.hpp"
 
 namespace zcoll {
 
@@ -100,7 +100,7 @@ class Transport {
   }
   virtual void unregisterMemory(uint64_t id) { (void)id; }
 
-  // Direct access between the processes of one host (zcollMemAlloc memory, comm/shared_memory.hpp):
+  // Direct access between the processes of one host (zcollMemAlloc memory, core/shared_memory.hpp):
   // whether every peer of this transport can map memory this rank exports (shm alone: all peers on
   // this host, host slots); exportMemory says where [p, p + bytes) is when it is shareable memory;
   // importMemory maps a peer's exported range here (cached: later calls for the same allocation are

@@ -13,7 +13,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "comm/clock.hpp"
+#include "core/clock.hpp"
 #include "transport/transport.hpp"
 
 #if defined(__x86_64__) || defined(__i386__)

@@ -26,8 +26,8 @@
 #include <string>
 #include <vector>
 
-#include "algorithms/reduce/cuda_reduce.hpp"
-#include "comm/config.hpp"
+#include "core/config.hpp"
+#include "kernels/cuda_reduce.hpp"
 #include "zcoll/zcoll.h"
 
 namespace {

@@ -1,4 +1,4 @@
-// reduce_micro.cpp - Google Benchmark of the host reduction kernels (algorithms/reduce/) against
+// reduce_micro.cpp - Google Benchmark of the host reduction kernels (kernels/) against
 // the machine's own bandwidth for the same traffic: `a += b` and memcpy written as plain loops.
 //
 //   build/bench/micro/zcoll-micro [--benchmark_filter=float32]
@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "algorithms/reduce/host_reduce.hpp"
-#include "algorithms/reduce/host_reduce_f16.hpp"
-#include "algorithms/reduce/host_reduce_simd.hpp"
+#include "kernels/host_reduce.hpp"
+#include "kernels/host_reduce_f16.hpp"
+#include "kernels/host_reduce_simd.hpp"
 
 namespace {
 

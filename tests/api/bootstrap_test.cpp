@@ -18,10 +18,10 @@
 #include <thread>
 #include <unistd.h>
 
-#include "comm/bootstrap.hpp"
-#include "comm/bootstrap_wire.hpp"
-#include "comm/socket.hpp"
-#include "comm/unique_id.hpp"
+#include "bootstrap/bootstrap.hpp"
+#include "bootstrap/bootstrap_wire.hpp"
+#include "bootstrap/unique_id.hpp"
+#include "core/socket.hpp"
 #include "zcoll/zcoll.h"
 
 namespace zcoll {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "algorithms/registry.hpp"
-#include "comm/device_emulated.hpp"
+#include "device/device_emulated.hpp"
 #include "tests/common/rank_pool.hpp"
 #include "tests/common/typed.hpp"
 

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "algorithms/reduce/host_reduce.hpp"
-#include "comm/device.hpp"
+#include "core/device.hpp"
+#include "kernels/host_reduce.hpp"
 #include "tests/common/rank_pool.hpp"
 #include "tests/common/typed.hpp"
 

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <vector>
 
-#include "comm/device_emulated.hpp"
+#include "device/device_emulated.hpp"
 #include "zcoll/zcoll.h"
 
 using namespace zcoll;

@@ -13,8 +13,8 @@
 #include <thread>
 #include <vector>
 
-#include "comm/device_emulated.hpp"
 #include "comm/handles.hpp"
+#include "device/device_emulated.hpp"
 #include "tests/common/rank_pool.hpp"
 #include "tests/common/run_command.hpp"
 

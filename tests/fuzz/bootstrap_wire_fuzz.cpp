@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "comm/bootstrap_wire.hpp"
+#include "bootstrap/bootstrap_wire.hpp"
 
 namespace {
 

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "comm/unique_id.hpp"
+#include "bootstrap/unique_id.hpp"
 
 namespace {
 

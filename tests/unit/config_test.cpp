@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/config.hpp"
+#include "core/config.hpp"
 
 namespace zcoll {
 namespace {
@@ -226,7 +226,7 @@ TEST_F(ConfigTest, LaunchEnvironments) {
 
 
 // docs/configuration.md lists exactly the variables of the one config table, and every ZCOLL_*
-// variable comm/config.cpp reads is in that table.
+// variable core/config.cpp reads is in that table.
 std::string readFile(const std::string& path) {
   std::ifstream f(path);
   std::stringstream s;
@@ -252,7 +252,7 @@ TEST(ConfigDocs, TheDocumentedVariablesAreTheTable) {
   ASSERT_FALSE(doc.empty()) << "cannot read docs/configuration.md";
   const std::set<std::string> documented = namesAfter(doc, "\n| `ZCOLL_", '`');
   EXPECT_EQ(documented, table);
-  const std::string code = readFile(ZCOLL_SOURCE_DIR "/comm/config.cpp");
+  const std::string code = readFile(ZCOLL_SOURCE_DIR "/core/config.cpp");
   ASSERT_FALSE(code.empty());
   std::set<std::string> read;
   for (const char* call : {"env(\"ZCOLL_", "envPositive(\"ZCOLL_", "envString(\"ZCOLL_"})

@@ -1,4 +1,4 @@
-// membarrier_test.cpp - the asymmetric fences (comm/membarrier.hpp): available where the kernel
+// membarrier_test.cpp - the asymmetric fences (core/membarrier.hpp): available where the kernel
 // offers them, working, and registered again in a child of fork() (the registration belongs to
 // the address space, which the child does not share). Where the kernel or a seccomp filter refuses
 // membarrier, zcoll keeps its fenced protocols and these tests skip, saying so.
@@ -6,7 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "comm/membarrier.hpp"
+#include "core/membarrier.hpp"
 
 namespace zcoll {
 namespace {

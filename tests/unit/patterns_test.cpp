@@ -1,10 +1,14 @@
-// patterns_test.cpp - the pure ring arithmetic of algorithms/patterns/ring.hpp.
+// patterns_test.cpp - the pure pattern arithmetic of algorithms/patterns/: ring, hosts, recursive
+// halving-doubling, binary trees.
 #include <gtest/gtest.h>
 
 #include <set>
+#include <vector>
 
 #include "algorithms/patterns/hosts.hpp"
+#include "algorithms/patterns/rhd.hpp"
 #include "algorithms/patterns/ring.hpp"
+#include "algorithms/patterns/tree.hpp"
 
 namespace zcoll::patterns {
 namespace {
@@ -104,8 +108,6 @@ TEST(Chain, Positions) {
   EXPECT_EQ(chainPosition(0, 3, 4), 1);
 }
 
-}  // namespace
-}  // namespace zcoll::patterns
 
 TEST(HostLayout, HostsInOrderOfTheirLowestRank) {
   using zcoll::patterns::HostLayout;
@@ -136,3 +138,114 @@ TEST(HostLayout, UnevenHostsHaveNoColumns) {
   EXPECT_EQ(each.hosts, 3);
   EXPECT_EQ(each.perHost, 1);
 }
+
+// Recursive halving-doubling (rhd.hpp): the fold of non-powers of two, virtual ranks, halving.
+TEST(Rhd, PowersOfTwoAndLogs) {
+  EXPECT_EQ(largestPowerOfTwo(1), 1);
+  EXPECT_EQ(largestPowerOfTwo(7), 4);
+  EXPECT_EQ(largestPowerOfTwo(8), 8);
+  EXPECT_EQ(largestPowerOfTwo(3000), 2048);
+  EXPECT_TRUE(isPowerOfTwo(1));
+  EXPECT_TRUE(isPowerOfTwo(4096));
+  EXPECT_FALSE(isPowerOfTwo(0));
+  EXPECT_FALSE(isPowerOfTwo(6));
+  EXPECT_EQ(log2Floor(1), 0);
+  EXPECT_EQ(log2Floor(5), 2);
+  EXPECT_EQ(log2Floor(16384), 14);
+}
+
+TEST(Rhd, FoldMapsParticipantsOntoVirtualRanksOneToOne) {
+  for (int n = 1; n <= 67; ++n) {
+    const Fold f = Fold::of(n);
+    EXPECT_EQ(f.p + f.rem, n);
+    std::vector<int> seen(static_cast<size_t>(f.p), 0);
+    int out = 0;
+    for (int r = 0; r < n; ++r) {
+      EXPECT_FALSE(f.sitsOut(r) && f.absorbs(r)) << n << " " << r;
+      if (f.sitsOut(r)) {
+        ++out;
+        EXPECT_TRUE(f.absorbs(r + 1)) << "the partner of " << r << " of " << n;
+        continue;
+      }
+      const int v = f.virtualRank(r);
+      ASSERT_GE(v, 0);
+      ASSERT_LT(v, f.p);
+      ++seen[static_cast<size_t>(v)];
+      EXPECT_EQ(f.realRank(v), r) << n;
+    }
+    EXPECT_EQ(out, f.rem) << n;
+    for (int c : seen) EXPECT_EQ(c, 1) << n;
+  }
+}
+
+TEST(Rhd, HalvingKeepsAndGivesComplementaryHalvesThatPartnersMirror) {
+  for (size_t unit : {size_t{1}, size_t{3}}) {
+    const Range all{0, 1000 * unit + (unit == 1 ? 7 : 0)};
+    for (int p : {2, 4, 8, 16}) {
+      // Every virtual rank halves down to its own piece; the pieces tile the range exactly.
+      std::vector<int> owner(all.hi, -1);
+      for (int v = 0; v < p; ++v) {
+        Range cur = all;
+        for (int dist = p / 2; dist >= 1; dist /= 2) {
+          const HalvingStep mine = halve(cur, v, dist, unit);
+          const HalvingStep theirs = halve(cur, v ^ dist, dist, unit);
+          EXPECT_EQ(mine.keep.lo, theirs.give.lo);  // the partner sends what this rank keeps
+          EXPECT_EQ(mine.keep.hi, theirs.give.hi);
+          EXPECT_EQ(mine.keep.size() + mine.give.size(), cur.size());
+          EXPECT_EQ(mine.keep.lo == cur.lo ? mine.keep.hi : mine.keep.lo,
+                    mine.keep.lo == cur.lo ? mine.give.lo : mine.give.hi);
+          if (unit > 1) EXPECT_EQ((mine.keep.lo - all.lo) % unit, 0u);
+          cur = mine.keep;
+        }
+        for (size_t i = cur.lo; i < cur.hi; ++i) {
+          EXPECT_EQ(owner[i], -1);
+          owner[i] = v;
+        }
+      }
+      for (size_t i = 0; i < all.hi; ++i) ASSERT_NE(owner[i], -1) << "element " << i << ", p " << p;
+    }
+  }
+}
+
+// Binary trees (tree.hpp): one root, every other rank a child of exactly its parent, depth
+// ceil(log2(n + 1)), and the mirror tree relabels the same shape.
+TEST(Tree, EveryRankHasOneParentAndTheEdgesAgree) {
+  for (int n = 1; n <= 40; ++n)
+    for (int root : {0, n / 2, n - 1})
+      for (bool mirror : {false, true}) {
+        int roots = 0;
+        std::vector<int> childOf(static_cast<size_t>(n), 0);
+        for (int r = 0; r < n; ++r) {
+          const TreeNode t = binaryTree(r, root, n, mirror);
+          if (t.parent < 0) {
+            ++roots;
+            EXPECT_EQ(r, root);
+          } else {
+            const TreeNode up = binaryTree(t.parent, root, n, mirror);
+            EXPECT_TRUE(up.children[0] == r || (up.nchildren == 2 && up.children[1] == r))
+                << "n " << n << " root " << root << " rank " << r;
+          }
+          for (int c = 0; c < t.nchildren; ++c) {
+            ++childOf[static_cast<size_t>(t.children[c])];
+            EXPECT_EQ(binaryTree(t.children[c], root, n, mirror).parent, r);
+          }
+          // Depth: walk up to the root in at most floor(log2(n)) steps.
+          int depth = 0;
+          for (int a = r; binaryTree(a, root, n, mirror).parent >= 0; a = binaryTree(a, root, n, mirror).parent)
+            ASSERT_LE(++depth, log2Floor(n)) << n;
+        }
+        EXPECT_EQ(roots, 1);
+        for (int r = 0; r < n; ++r) EXPECT_EQ(childOf[static_cast<size_t>(r)], r == root ? 0 : 1) << n << " " << r;
+      }
+}
+
+TEST(Tree, MirrorMakesMostLeavesInnerNodes) {
+  const int n = 32;
+  int leavesInBoth = 0;
+  for (int r = 0; r < n; ++r)
+    if (binaryTree(r, 0, n).nchildren == 0 && binaryTree(r, 0, n, true).nchildren == 0) ++leavesInBoth;
+  EXPECT_LE(leavesInBoth, 3);  // of 16 leaves per tree: the mirror relabels them onto inner nodes
+}
+
+}  // namespace
+}  // namespace zcoll::patterns

@@ -5,9 +5,9 @@
 #include <cstring>
 #include <vector>
 
-#include "algorithms/reduce/host_copy.hpp"
-#include "algorithms/reduce/host_reduce.hpp"
-#include "algorithms/reduce/host_reduce_simd.hpp"
+#include "kernels/host_copy.hpp"
+#include "kernels/host_reduce.hpp"
+#include "kernels/host_reduce_simd.hpp"
 #include "tests/common/typed.hpp"
 
 namespace zcoll {

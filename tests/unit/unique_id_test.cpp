@@ -3,7 +3,7 @@
 
 #include <cstring>
 
-#include "comm/unique_id.hpp"
+#include "bootstrap/unique_id.hpp"
 
 namespace zcoll {
 namespace {

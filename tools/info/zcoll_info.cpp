@@ -20,9 +20,9 @@
 #include "transport/ib/ib_transport.hpp"
 #endif
 #include "algorithms/registry.hpp"
-#include "comm/config.hpp"
-#include "comm/device.hpp"
-#include "comm/socket.hpp"
+#include "core/config.hpp"
+#include "core/device.hpp"
+#include "core/socket.hpp"
 #include "zcoll/zcoll.h"
 
 namespace {

@@ -12,9 +12,9 @@
 #include <atomic>
 #include <memory>
 
-#include "comm/bootstrap.hpp"
-#include "comm/config.hpp"
-#include "comm/device.hpp"
+#include "bootstrap/bootstrap.hpp"
+#include "core/config.hpp"
+#include "core/device.hpp"
 #include "transport/transport.hpp"
 
 namespace zcoll::cuda_ipc {

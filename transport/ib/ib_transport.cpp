@@ -13,7 +13,7 @@
 
 #include <fmt/ranges.h>
 
-#include "comm/log.hpp"
+#include "core/log.hpp"
 
 namespace zcoll::ib {
 namespace {

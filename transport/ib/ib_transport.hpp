@@ -25,8 +25,8 @@
 #include <string>
 #include <vector>
 
-#include "comm/bootstrap.hpp"
-#include "comm/config.hpp"
+#include "bootstrap/bootstrap.hpp"
+#include "core/config.hpp"
 #include "transport/epoll_sleeper.hpp"
 #include "transport/ib/mr_cache.hpp"
 #include "transport/peer_watch.hpp"

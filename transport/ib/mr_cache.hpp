@@ -20,7 +20,7 @@
 #include <mutex>
 #include <vector>
 
-#include "comm/status.hpp"
+#include "core/status.hpp"
 
 namespace zcoll::ib {
 

@@ -7,7 +7,7 @@
 
 #include <cstring>
 
-#include "comm/log.hpp"
+#include "core/log.hpp"
 
 namespace zcoll::shm {
 namespace {

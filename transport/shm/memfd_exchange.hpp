@@ -8,8 +8,8 @@
 #include <atomic>
 #include <vector>
 
-#include "comm/bootstrap.hpp"
-#include "comm/socket.hpp"
+#include "bootstrap/bootstrap.hpp"
+#include "core/socket.hpp"
 
 namespace zcoll::shm {
 

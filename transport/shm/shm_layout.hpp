@@ -29,7 +29,7 @@ struct alignas(64) SegmentHeader {
   int32_t pid;
   uint64_t slotBytes;
   uint64_t nonce;
-  uint32_t hostBarrier;  // 1: the owner's process takes hostBarrier()s (comm/membarrier.hpp)
+  uint32_t hostBarrier;  // 1: the owner's process takes hostBarrier()s (core/membarrier.hpp)
   alignas(64) std::atomic<uint32_t> doorbell;  // rung by peers whose event concerns this rank
   alignas(64) std::atomic<uint32_t> sleepers;  // > 0 while this rank sleeps on doorbell
   // > 0 while this rank sleeps on its wake eventfd (mixed communicators: beside a network transport)

@@ -13,8 +13,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "comm/log.hpp"
-#include "comm/membarrier.hpp"
+#include "core/log.hpp"
+#include "core/membarrier.hpp"
 #include "transport/shm/memfd_exchange.hpp"
 
 namespace zcoll::shm {

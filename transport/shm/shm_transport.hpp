@@ -15,11 +15,11 @@
 #include <string>
 #include <vector>
 
-#include "comm/bootstrap.hpp"
-#include "comm/config.hpp"
-#include "comm/socket.hpp"
-#include "transport/shm/shm_layout.hpp"
+#include "bootstrap/bootstrap.hpp"
+#include "core/config.hpp"
+#include "core/socket.hpp"
 #include "transport/peer_watch.hpp"
+#include "transport/shm/shm_layout.hpp"
 #include "transport/transport.hpp"
 
 namespace zcoll::shm {

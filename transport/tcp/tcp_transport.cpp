@@ -10,8 +10,8 @@
 #include <cerrno>
 #include <cstring>
 
-#include "algorithms/reduce/host_copy.hpp"
-#include "comm/log.hpp"
+#include "core/log.hpp"
+#include "kernels/host_copy.hpp"
 
 namespace zcoll::tcp {
 namespace {

@@ -25,9 +25,9 @@
 #include <memory>
 #include <vector>
 
-#include "comm/bootstrap.hpp"
-#include "comm/config.hpp"
-#include "comm/socket.hpp"
+#include "bootstrap/bootstrap.hpp"
+#include "core/config.hpp"
+#include "core/socket.hpp"
 #include "transport/epoll_sleeper.hpp"
 #include "transport/transport.hpp"
 

@@ -7,7 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "comm/log.hpp"
+#include "core/log.hpp"
 
 namespace zcoll::ucx {
 namespace {

@@ -1,0 +1,211 @@
+// bootstrap.cpp - the rank side of the bootstrap: rendezvous, ring, allGather, barrier.
+#include "bootstrap/bootstrap.hpp"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+
+#include "bootstrap/bootstrap_wire.hpp"
+#include "core/device.hpp"
+#include "core/log.hpp"
+
+namespace zcoll {
+
+uint64_t localHostHash() {
+  std::string key;
+  std::ifstream bootId("/proc/sys/kernel/random/boot_id");
+  std::getline(bootId, key);
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  key += host;
+  for (const char* ns : {"/proc/self/ns/net", "/proc/self/ns/ipc"}) {
+    struct stat st{};
+    if (stat(ns, &st) == 0) key += fmt::format(":{}:{}", st.st_dev, st.st_ino);
+  }
+  return fnv1a(key.data(), key.size());
+}
+
+Bootstrap::~Bootstrap() { (void)endCreation(Status(StatusCode::Internal, "bootstrap destroyed during creation")); }
+
+void Bootstrap::watchRoot() {
+  while (!stopWatch_.load()) {
+    pollfd p[2] = {{root_.get(), POLLIN, 0}, {wakeWatch_.get(), POLLIN, 0}};
+    if (::poll(p, 2, -1) <= 0 || !p[0].revents) continue;
+    wire::Notice n{};
+    Status s = recvAll(root_.get(), &n, sizeof n, Deadline::afterMs(1000), &stopWatch_);
+    if (stopWatch_.load()) return;
+    if (s && n.magic == wire::kNoticeMagic && n.rank == -1) return;  // the root stops watching
+    n.message[sizeof n.message - 1] = 0;
+    watchReason_ = s && n.magic == wire::kNoticeMagic
+                       ? std::string(n.message)
+                       : fmt::format("the rendezvous root is gone before the communicator was created: the process "
+                                     "that made the unique id (usually rank 0's) exited or stopped it ({})",
+                                     s ? std::string("malformed notice") : s.message());
+    watchFired_.store(true);
+    abort_->store(true);  // every wait of the creation returns within its 100 ms slice
+    return;
+  }
+}
+
+Status Bootstrap::endCreation(Status s) {
+  if (creationEnded_) return s;
+  creationEnded_ = true;
+  if (watch_.joinable()) {
+    stopWatch_.store(true);
+    const uint64_t one = 1;
+    while (::write(wakeWatch_.get(), &one, sizeof one) < 0 && errno == EINTR) {
+    }
+    watch_.join();
+  }
+  if (watchFired_.load()) {
+    ZCOLL_WARN(Boot, rank_, "communicator creation stopped: {}", watchReason_);
+    root_.reset();
+    return remoteError("rank {}: {}", rank_, watchReason_);
+  }
+  if (root_.valid() && s) {
+    const uint8_t created = wire::kCreated;
+    (void)sendAll(root_.get(), &created, 1, Deadline::afterMs(1000), nullptr);
+  }
+  root_.reset();
+  return s;
+}
+
+Status Bootstrap::create(const UniqueIdFields& id, int rank, int nranks, const Config& config,
+                         std::atomic<bool>* abort, std::unique_ptr<Bootstrap>* out) {
+  std::unique_ptr<Bootstrap> b(new Bootstrap());
+  b->rank_ = rank;
+  b->nranks_ = nranks;
+  b->timeoutMs_ = config.timeoutMs;
+  b->abort_ = abort;
+  b->secret_ = id.secret;
+  b->settings_ = sharedSettingsHash(config);
+  raiseFileLimit();  // sockets and segments per peer
+  if (Status s = b->rendezvous(id); !s) return s;
+  b->wakeWatch_.reset(::eventfd(0, EFD_CLOEXEC));
+  if (!b->wakeWatch_.valid())
+    return errno == EMFILE || errno == ENFILE ? descriptorLimitError("eventfd for the creation watch", errno)
+                                              : systemError("eventfd for the creation watch", errno);
+  try {
+    b->watch_ = std::thread([p = b.get()] { p->watchRoot(); });
+  } catch (const std::system_error& e) {
+    return systemError("starting the creation watch thread", e.code().value());
+  }
+  if (Status s = b->connectRing(); !s) return b->endCreation(std::move(s));
+  *out = std::move(b);
+  return Status::ok();
+}
+
+Status Bootstrap::rendezvous(const UniqueIdFields& id) {
+  Deadline deadline = Deadline::afterMs(timeoutMs_);
+  Fd root;
+  if (Status s = connectTcp(id.root, deadline, abort_, &root); !s)
+    return std::move(s).withContext(fmt::format("rank {}: rendezvous with root {}", rank_, id.root.toString()));
+
+  // Listen on the interface that reaches the root: peers reach us the same way.
+  SockAddr local;
+  if (Status s = localAddress(root.get(), &local); !s) return s;
+  local.setPort(0);
+  SockAddr bound;
+  if (Status s = listenTcp(local, 4096, &listen_, &bound); !s) return std::move(s).withContext("bootstrap listen");
+
+  wire::Hello h{};
+  h.magic = wire::kHelloMagic;
+  h.version = wire::kVersion;
+  std::memcpy(h.secret, secret_.data(), secret_.size());
+  h.rank = rank_;
+  h.nranks = nranks_;
+  h.info.rank = rank_;
+  h.info.pid = getpid();
+  h.info.hostHash = localHostHash();
+  h.info.device = deviceRuntime() ? 1 : 0;
+  h.info.settings = settings_;
+  if (sched_getaffinity(0, sizeof h.info.cpus, &h.info.cpus) != 0) CPU_ZERO(&h.info.cpus);
+  h.info.listen = bound;
+  gethostname(h.info.hostname, sizeof h.info.hostname - 1);
+  if (Status s = sendAll(root.get(), &h, sizeof h, deadline, abort_); !s)
+    return std::move(s).withContext("rendezvous: sending hello to root");
+
+  wire::Reply r{};
+  if (Status s = recvAll(root.get(), &r, sizeof r, deadline, abort_); !s) {
+    if (s.code() == StatusCode::Timeout)
+      return timeoutError("rank {}: rendezvous at {}: not all {} ranks joined within {} ms", rank_,
+                          id.root.toString(), nranks_, timeoutMs_);
+    return std::move(s).withContext(fmt::format("rank {}: rendezvous: waiting for root {}", rank_, id.root.toString()));
+  }
+  StatusCode code = StatusCode::Ok;
+  if (Status s = wire::checkReply(&r, &code); !s)
+    return std::move(s).withContext(fmt::format("rendezvous: root {}", id.root.toString()));
+  if (code != StatusCode::Ok) return Status(code, fmt::format("rendezvous root: {}", r.message));
+  peers_.resize(static_cast<size_t>(nranks_));
+  if (Status s = recvAll(root.get(), peers_.data(), peers_.size() * sizeof(PeerInfo), deadline, abort_); !s)
+    return std::move(s).withContext("rendezvous: receiving the peer table");
+  for (int i = 0; i < nranks_; ++i)
+    if (Status s = wire::checkPeerInfo(peers_[i], i); !s) return std::move(s).withContext("rendezvous: peer table");
+  nonce_ = r.nonce;
+  root_ = std::move(root);  // the creation watch
+  ZCOLL_TRACE(Boot, rank_, "rendezvous done: {} ranks, listening on {}", nranks_, bound.toString());
+  return Status::ok();
+}
+
+Status Bootstrap::connectRing() {
+  if (nranks_ == 1) {
+    listen_.reset();
+    return Status::ok();
+  }
+  Deadline deadline = Deadline::afterMs(timeoutMs_);
+  int next = (rank_ + 1) % nranks_;
+  int prev = (rank_ + nranks_ - 1) % nranks_;
+  if (Status s = connectTcp(peers_[next].listen, deadline, abort_, &next_); !s)
+    return std::move(s).withContext(fmt::format("bootstrap ring: rank {} connecting to rank {}", rank_, next));
+  wire::RingHello h{};
+  h.magic = wire::kRingMagic;
+  h.version = wire::kVersion;
+  std::memcpy(h.secret, secret_.data(), secret_.size());
+  h.nonce = nonce_;
+  h.rank = rank_;
+  if (Status s = sendAll(next_.get(), &h, sizeof h, deadline, abort_); !s)
+    return std::move(s).withContext(fmt::format("bootstrap ring: hello to rank {}", next));
+
+  // Accept until the previous rank shows up; anything else is dropped, silent connections included
+  // (they are read side by side, each with its own short budget).
+  const HelloJudge judge = [&](const void* hello, Fd* fd, const SockAddr&) {
+    wire::RingHello in{};
+    std::memcpy(&in, hello, sizeof in);
+    if (Status s = wire::checkRingHello(in, secret_, nonce_, prev); !s) return HelloJudgement{HelloVerdict::Drop, s};
+    prev_ = std::move(*fd);
+    return HelloJudgement{HelloVerdict::Keep, Status::ok()};
+  };
+  if (Status s = acceptHellos(listen_.get(), sizeof(wire::RingHello), 1, deadline, abort_, judge,
+                              fmt::format("bootstrap ring: rank {} waiting for rank {}", rank_, prev), rank_);
+      !s)
+    return s;
+  listen_.reset();
+  return Status::ok();
+}
+
+Status Bootstrap::allGather(void* data, size_t bytesPerRank) {
+  auto* base = static_cast<char*>(data);
+  Deadline deadline = Deadline::afterMs(timeoutMs_);
+  for (int step = 0; step < nranks_ - 1; ++step) {
+    int sendBlock = (rank_ - step + nranks_) % nranks_;
+    int recvBlock = (rank_ - step - 1 + nranks_) % nranks_;
+    if (Status s = sendAll(next_.get(), base + sendBlock * bytesPerRank, bytesPerRank, deadline, abort_); !s)
+      return std::move(s).withContext(fmt::format("bootstrap allgather: rank {} sending to rank {}", rank_,
+                                                  (rank_ + 1) % nranks_));
+    if (Status s = recvAll(prev_.get(), base + recvBlock * bytesPerRank, bytesPerRank, deadline, abort_); !s)
+      return std::move(s).withContext(fmt::format("bootstrap allgather: rank {} waiting for rank {}", rank_,
+                                                  (rank_ + nranks_ - 1) % nranks_));
+  }
+  return Status::ok();
+}
+
+Status Bootstrap::barrier() {
+  std::vector<uint8_t> bytes(static_cast<size_t>(nranks_), 0);
+  return allGather(bytes.data(), 1);
+}
+
+}  // namespace zcoll

@@ -1,0 +1,42 @@
+// shared_memory.hpp - host memory that the other processes of this host can map: zcollMemAlloc.
+//
+// Each allocation is its own memfd, mapped shared here and kept open, so that a peer process can
+// open it through /proc/<pid>/fd/<fd> and map the same pages (the shm transport's importMemory):
+// collectives on such buffers then read the peers' inputs and write their results in place,
+// without the two copies through the transport's slots (algorithms/zcopy.hpp).
+// A process-wide registry finds the allocation holding an address; it is touched once per
+// operation, never per chunk.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/status.hpp"
+
+namespace zcoll {
+
+// Where a range of shared memory is, as a peer on this host needs it to map the range. id is unique
+// within the process (never reused); dev/ino identify the memfd so that a peer can check that the
+// file it opened is this one (a pid of another PID namespace would name another process).
+struct SharedMemRef {
+  int32_t pid = 0;
+  int32_t fd = -1;
+  uint64_t id = 0;
+  uint64_t dev = 0;
+  uint64_t ino = 0;
+  uint64_t allocBytes = 0;  // the whole allocation (what a peer maps)
+  uint64_t offset = 0;      // of the range in it
+  uint64_t bytes = 0;       // of the range
+  uint64_t freeGeneration = 0;  // sharedMemFreeGeneration() when the ref was made
+};
+
+// size bytes of shared host memory (rounded up to pages), zero-filled. InvalidArgument for size 0.
+Status sharedMemAlloc(size_t size, void** out);
+// Frees an allocation of sharedMemAlloc, named by its start. InvalidArgument for any other pointer.
+Status sharedMemFree(void* ptr);
+// Whether [p, p + bytes) lies inside one allocation; fills *ref if so. ref->freeGeneration counts
+// this process's sharedMemFree calls: a peer that sees it change drops its mappings of this
+// process's allocations (they may be freed), so that freed memory does not stay alive there.
+bool sharedMemFind(const void* p, size_t bytes, SharedMemRef* ref);
+
+}  // namespace zcoll
