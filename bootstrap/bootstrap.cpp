@@ -61,7 +61,11 @@ Status Bootstrap::endCreation(Status s) {
     }
     watch_.join();
   }
-  if (watchFired_.load()) {
+  // A rank that refused the creation itself (settings that differ, no usable transport) says so, not
+  // that another rank left: that rank refused it too, and its notice may come first.
+  const bool ownRefusal = !s && (s.code() == StatusCode::InvalidArgument || s.code() == StatusCode::InvalidUsage ||
+                                 s.code() == StatusCode::NotSupported);
+  if (watchFired_.load() && !ownRefusal) {
     ZCOLL_WARN(Boot, rank_, "communicator creation stopped: {}", watchReason_);
     root_.reset();
     return remoteError("rank {}: {}", rank_, watchReason_);

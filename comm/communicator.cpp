@@ -18,31 +18,12 @@
 #endif
 
 namespace zcoll {
-namespace {
-
-const char* builtTransports() {
-  return ""
-#ifdef ZCOLL_HAVE_SHM
-         "shm "
-#endif
-#ifdef ZCOLL_HAVE_IB
-         "ib "
-#endif
-#ifdef ZCOLL_HAVE_TCP
-         "tcp "
-#endif
-#ifdef ZCOLL_HAVE_UCX
-         "ucx"
-#endif
-      ;
-}
-
-}  // namespace
 
 Status Communicator::create(const UniqueIdFields& id, int nranks, int rank, const Config& config,
                             std::unique_ptr<Communicator>* out) {
   std::vector<AlgoRule> rules;
   if (Status s = parseAlgoOverride(config.algo, &rules); !s) return s;
+  if (Status s = checkTransportNames(config.transports, config.transportsOrigin); !s) return s;
   std::unique_ptr<Communicator> c(new Communicator());
   c->selector_ = AlgorithmSelector(std::move(rules), CostModel{}, nranks, static_cast<size_t>(config.eagerBytes));
   c->rank_ = rank;
@@ -101,7 +82,7 @@ Status Communicator::setUp() {
   }
   if (!c->transport_)
     return notSupported("ZCOLL_TRANSPORTS='{}': none of these transports is built and usable here (built: {})",
-                        config.transports, builtTransports());
+                        config.transports, builtTransportNames());
   // The transport's slot size: ZCOLL_CHUNK_SIZE, or ZCOLL_SOCKET_CHUNK_SIZE for tcp (shm+tcp: the
   // smaller).
   c->hostChunkBytes_ = c->transport_->chunkCapacity();

@@ -87,7 +87,8 @@ Status Communicator::prepareDeviceWorker() {
   if (Status s = device_->setDevice(deviceId_); !s) return std::move(s).withContext("progress thread");
   if (!cudaIpcPlanned_) return Status::ok();
 #ifdef ZCOLL_HAVE_CUDA_IPC
-  if (Status s = cuda_ipc::create(*bootstrap_, config_, &abort_, device_, &deviceTransport_); !s)
+  const TransportArgs args{.boot = *bootstrap_, .config = config_, .abort = &abort_, .device = device_};
+  if (Status s = cuda_ipc::create(args, &deviceTransport_); !s)
     return std::move(s).withContext(fmt::format("rank {}: creating the cuda_ipc transport", rank_));
   deviceTransportLive_.store(deviceTransport_.get());
 #endif

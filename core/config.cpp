@@ -65,18 +65,7 @@ bool isDecimal(std::string_view s) {
   return digit;
 }
 
-constexpr std::string_view kTransportNames[] = {"shm", "ib", "tcp", "ucx"};
 constexpr std::string_view kLogLevels[] = {"NONE", "OFF", "WARN", "INFO", "TRACE"};
-
-Status checkTransportList(std::string_view list, bool fromApi) {
-  const char* what = fromApi ? "config->transports" : "environment variable ZCOLL_TRANSPORTS";
-  for (std::string_view rest = list; !rest.empty();) {
-    const std::string_view item = nextListItem(&rest);
-    if (std::find(std::begin(kTransportNames), std::end(kTransportNames), item) == std::end(kTransportNames))
-      return invalidArgument("{}='{}': unknown transport '{}' (known: shm, ib, tcp, ucx)", what, list, item);
-  }
-  return Status::ok();
-}
 
 Status checkLogSettings() {
   if (const char* v = env("ZCOLL_DEBUG"); v && std::none_of(std::begin(kLogLevels), std::end(kLogLevels),
@@ -333,7 +322,8 @@ Status buildConfig(const zcollConfig_t* api, Config* out) {
     c.calibrationDir = std::string(home) + "/.cache/zcoll";
   }
   envString("ZCOLL_TRANSPORTS", &c.transports);
-  if (Status s = checkTransportList(c.transports, api && api->transports && !env("ZCOLL_TRANSPORTS")); !s) return s;
+  c.transportsOrigin = api && api->transports && !env("ZCOLL_TRANSPORTS") ? "config->transports"
+                                                                           : "environment variable ZCOLL_TRANSPORTS";
   if (Status s = checkLogSettings(); !s) return s;
   warnUnknownVariables();
   if (const char* v = env("ZCOLL_DEVICE"); v && readDeviceSetting() != v)

@@ -35,7 +35,8 @@ struct Config {
   int64_t eagerBytes = 2048;         // ZCOLL_EAGER_BYTES: host collectives up to this / (nranks - 1)
                                      // run the eager schedule (algorithms/eager.cpp; 0 = never)
   std::string algo;                  // ZCOLL_ALGO: "" = automatic
-  std::string transports;            // ZCOLL_TRANSPORTS: "" = automatic
+  std::string transports;            // ZCOLL_TRANSPORTS: "" = automatic (names checked by transport/registry)
+  const char* transportsOrigin = "";  // what set it, for messages
   std::string socketIfname;          // ZCOLL_SOCKET_IFNAME: interface for bootstrap sockets
   int socketsPerPeer = 1;            // ZCOLL_SOCKETS_PER_PEER: tcp connections per peer (1-16)
   std::string ibHca;                 // ZCOLL_IB_HCA: "name[:port],...", "" = first active port

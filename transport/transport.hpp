@@ -11,16 +11,36 @@
 // A transport knows nothing of collectives: chunk boundaries and sizes are agreed by the algorithm.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string_view>
+#include <vector>
 
 #include "core/device.hpp"
 #include "core/shared_memory.hpp"
 #include "core/status.hpp"
 
 namespace zcoll {
+
+class Bootstrap;
+struct Config;
+
+// What every transport's create(const TransportArgs&, std::unique_ptr<Transport>*) takes (the
+// registry's one signature, transport/registry.hpp). Creation is collective over the bootstrap.
+struct TransportArgs {
+  Bootstrap& boot;
+  const Config& config;
+  const std::atomic<bool>* abort = nullptr;  // the communicator's: waits of the creation end when raised
+  // Only these ranks are connected (the other hosts' ranks beside shm in a mixed communicator, or this
+  // host's ranks for shm's part of it); null: every other rank.
+  const std::vector<int>* members = nullptr;
+  // ZCOLL_TRANSPORTS names no transport after this one: one that cannot serve every rank fails naming
+  // the rank (ib) instead of leaving the choice to the next.
+  bool lastChoice = false;
+  DeviceRuntime* device = nullptr;  // shm only: slots in this runtime's device memory (cuda_ipc)
+};
 
 struct SendSlot {
   void* data = nullptr;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/config.hpp"
+#include "transport/registry.hpp"
 
 namespace zcoll {
 namespace {
@@ -129,7 +130,11 @@ TEST_F(ConfigTest, MalformedValuesAndUnknownNames) {
   ASSERT_TRUE(buildConfig(nullptr, &c).isOk());
   EXPECT_EQ(c.timeoutMs, 500);
   unsetenv("ZCOLL_TIMEOUT_S");
-  expectRejected("ZCOLL_TRANSPORTS", "shm,foo", "unknown transport 'foo'");
+  Status names = checkTransportNames("shm,foo", "environment variable ZCOLL_TRANSPORTS");
+  EXPECT_EQ(names.code(), StatusCode::InvalidArgument);
+  EXPECT_NE(names.message().find("unknown transport 'foo' (known: shm, ib, tcp, ucx, cuda_ipc)"), std::string::npos)
+      << names.message();
+  EXPECT_TRUE(checkTransportNames("shm,cuda_ipc", "config->transports").isOk());
   expectRejected("ZCOLL_DEBUG", "LOUD", "expected NONE, WARN, INFO or TRACE");
   expectRejected("ZCOLL_DEBUG_SUBSYS", "coll,nonsense", "unknown subsystem 'nonsense'");
   for (const char* ok : {"info", "NONE", "off", "Trace"}) {
@@ -142,8 +147,10 @@ TEST_F(ConfigTest, MalformedValuesAndUnknownNames) {
   unsetenv("ZCOLL_DEBUG_SUBSYS");
   zcollConfig_t api = ZCOLL_CONFIG_INITIALIZER;
   api.transports = "tcp,bogus";
-  Status s = buildConfig(&api, &c);
-  EXPECT_NE(s.message().find("config->transports"), std::string::npos) << s.message();
+  ASSERT_TRUE(buildConfig(&api, &c).isOk());  // the names are the transport registry's to check
+  Status s = checkTransportNames(c.transports, c.transportsOrigin);
+  EXPECT_NE(s.message().find("config->transports='tcp,bogus': unknown transport 'bogus'"), std::string::npos)
+      << s.message();
 
   setenv("ZCOLL_ALGOO", "ring", 1);
   setenv("ZCOLL_TEST_ANYTHING", "1", 1);  // the test suites' own variables are known

@@ -23,6 +23,7 @@
 #include "core/config.hpp"
 #include "core/device.hpp"
 #include "core/socket.hpp"
+#include "transport/registry.hpp"
 #include "zcoll/zcoll.h"
 
 namespace {
@@ -55,39 +56,26 @@ void printBuild() {
 
 void printTransports() {
   std::printf("\ntransports:\n");
-#ifdef ZCOLL_HAVE_SHM
-  int fd = memfd_create("zcoll-info", MFD_CLOEXEC);
-  if (fd >= 0) {
-    ::close(fd);
-    std::printf("  %-9s on    same-host peers: memfd slots, futex doorbells, pidfd peer watch\n", "shm");
-  } else {
-    std::printf("  %-9s OFF   memfd_create failed: %s\n", "shm", std::strerror(errno));
-  }
-#else
-  std::printf("  %-9s OFF   not built (meson -Dshm=disabled)\n", "shm");
-#endif
-#ifdef ZCOLL_HAVE_TCP
-  std::printf("  %-9s on    peers on other hosts (or ZCOLL_TRANSPORTS=tcp): one connection per peer, epoll\n", "tcp");
-#else
-  std::printf("  %-9s OFF   not built (meson -Dtcp=disabled)\n", "tcp");
-#endif
-#ifdef ZCOLL_HAVE_UCX
-  std::printf("  %-9s on    ZCOLL_TRANSPORTS=ucx: a UCP worker per communicator, tagged messages (UCX_TLS, UCX_NET_DEVICES apply)\n", "ucx");
-#else
-  std::printf("  %-9s OFF   not built (libucx-dev not found, or meson -Ducx=disabled)\n", "ucx");
-#endif
+  for (const zcoll::TransportEntry& t : zcoll::transportTable()) {
+    const int w = static_cast<int>(t.name.size());
+    if (!t.create) {
+      std::printf("  %-9.*s OFF   not built (%.*s)\n", w, t.name.data(), static_cast<int>(t.off.size()), t.off.data());
+      continue;
+    }
+    if (t.name == "shm") {  // memfd_create is what it cannot do without
+      const int fd = memfd_create("zcoll-info", MFD_CLOEXEC);
+      if (fd < 0) {
+        std::printf("  %-9s OFF   memfd_create failed: %s\n", "shm", std::strerror(errno));
+        continue;
+      }
+      ::close(fd);
+    }
+    std::printf("  %-9.*s on    %.*s\n", w, t.name.data(), static_cast<int>(t.about.size()), t.about.data());
 #ifdef ZCOLL_HAVE_IB
-  std::printf("  %-9s on    RDMA verbs (InfiniBand, RoCE): one RC queue pair per peer, RDMA write with immediate (ZCOLL_IB_HCA, ZCOLL_IB_GID_INDEX)\n", "ib");
-  for (const std::string& line : zcoll::ib::describeDevices()) std::printf("  %-9s       %s\n", "", line.c_str());
-#else
-  std::printf("  %-9s OFF   not built (libibverbs-dev not found, or meson -Dib=disabled)\n", "ib");
+    if (t.name == "ib")
+      for (const std::string& line : zcoll::ib::describeDevices()) std::printf("  %-9s       %s\n", "", line.c_str());
 #endif
-#ifdef ZCOLL_HAVE_CUDA_IPC
-  std::printf("  %-9s on    device buffers of same-host ranks: device-memory slots shared as fds (needs a device runtime)\n",
-              "cuda_ipc");
-#else
-  std::printf("  %-9s OFF   not built (needs the shm transport)\n", "cuda_ipc");
-#endif
+  }
   // The device runtime: CUDA when built and a GPU is present, the emulation when asked, else none.
   if (zcoll::DeviceRuntime* rt = zcoll::deviceRuntime()) {
     std::printf("  %-9s on    %.*s runtime: device buffers accepted (stream-ordered)\n", "device",

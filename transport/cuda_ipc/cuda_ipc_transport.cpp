@@ -5,9 +5,9 @@
 
 namespace zcoll::cuda_ipc {
 
-Status create(Bootstrap& boot, const Config& config, const std::atomic<bool>* abort, DeviceRuntime* device,
-              std::unique_ptr<Transport>* out) {
-  return shm::ShmTransport::create(boot, config, abort, out, device);
+Status create(const TransportArgs& args, std::unique_ptr<Transport>* out) {
+  if (!args.device) return invalidUsage("cuda_ipc transport: no device runtime");
+  return shm::ShmTransport::create(args, out);
 }
 
 }  // namespace zcoll::cuda_ipc

@@ -19,8 +19,8 @@
 
 namespace zcoll::cuda_ipc {
 
-// Collective over the bootstrap: every rank calls it (all on this host, all with a device runtime).
-Status create(Bootstrap& boot, const Config& config, const std::atomic<bool>* abort, DeviceRuntime* device,
-              std::unique_ptr<Transport>* out);
+// Collective over the bootstrap: every rank calls it (all on this host, all with a device runtime:
+// args.device).
+Status create(const TransportArgs& args, std::unique_ptr<Transport>* out);
 
 }  // namespace zcoll::cuda_ipc

@@ -195,8 +195,11 @@ Status IbTransport::open(const Config& config, PortChoice* choice) {
   return Status::ok();
 }
 
-Status IbTransport::create(Bootstrap& boot, const Config& config, bool required, std::unique_ptr<Transport>* out,
-                           const std::vector<int>* members) {
+Status IbTransport::create(const TransportArgs& args, std::unique_ptr<Transport>* out) {
+  Bootstrap& boot = args.boot;
+  const Config& config = args.config;
+  const bool required = args.lastChoice;
+  const std::vector<int>* members = args.members;
   std::unique_ptr<IbTransport> t(new IbTransport());
   const int n = boot.nranks();
   t->rank_ = boot.rank();

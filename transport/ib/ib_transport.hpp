@@ -49,11 +49,10 @@ std::vector<std::string> describeDevices();
 class IbTransport final : public Transport {
  public:
   // Collective over the bootstrap. Every rank says whether it has a usable RDMA port; when one has
-  // none, either all fail naming it (`required`: ZCOLL_TRANSPORTS names ib) or all return OK with
+  // none, either all fail naming it (`args.lastChoice`: ZCOLL_TRANSPORTS names ib last) or all return OK with
   // *out left empty (automatic choice: the next transport is tried).
-  // With `members`, only those ranks get a queue pair and slots (a mixed communicator's other hosts).
-  static Status create(Bootstrap& boot, const Config& config, bool required, std::unique_ptr<Transport>* out,
-                       const std::vector<int>* members = nullptr);
+  // With `args.members`, only those ranks get a queue pair and slots (a mixed communicator's other hosts).
+  static Status create(const TransportArgs& args, std::unique_ptr<Transport>* out);
   ~IbTransport() override;
 
   std::string_view name() const override { return "ib"; }

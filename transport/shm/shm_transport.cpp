@@ -40,8 +40,12 @@ Status mapSegment(int fd, size_t bytes, bool owner, uint8_t** out) {
 
 }  // namespace
 
-Status ShmTransport::create(Bootstrap& boot, const Config& config, const std::atomic<bool>* abort,
-                            std::unique_ptr<Transport>* out, DeviceRuntime* device, const std::vector<int>* members) {
+Status ShmTransport::create(const TransportArgs& args, std::unique_ptr<Transport>* out) {
+  Bootstrap& boot = args.boot;
+  const Config& config = args.config;
+  const std::atomic<bool>* abort = args.abort;
+  DeviceRuntime* device = args.device;
+  const std::vector<int>* members = args.members;
   const int rank = boot.rank();
   std::vector<int> others;
   if (members) {

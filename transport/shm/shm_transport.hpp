@@ -26,16 +26,14 @@ namespace zcoll::shm {
 
 class ShmTransport final : public Transport {
  public:
-  // Collective over the bootstrap: every rank of the communicator calls it. Without `members`, it
+  // Collective over the bootstrap: every rank of the communicator calls it. Without `args.members`, it
   // serves every rank (all must be on this host). With `members` (the other ranks of this host, maybe
   // none), it serves those only, as one part of a mixed communicator (transport/mixed_transport.hpp):
   // then it sleeps on an eventfd its peers write (pollFd()), so that it can sleep beside a network
-  // transport. With `device`, the FIFOs' data lives in device memory of that runtime, shared between
+  // transport. With `args.device`, the FIFOs' data lives in device memory of that runtime, shared between
   // the ranks as file descriptors over the same Unix sockets, and the segment holds only the control
   // part: this is the cuda_ipc transport (transport/cuda_ipc/).
-  static Status create(Bootstrap& boot, const Config& config, const std::atomic<bool>* abort,
-                       std::unique_ptr<Transport>* out, DeviceRuntime* device = nullptr,
-                       const std::vector<int>* members = nullptr);
+  static Status create(const TransportArgs& args, std::unique_ptr<Transport>* out);
   ~ShmTransport() override;
 
   std::string_view name() const override { return device_ ? "cuda_ipc" : "shm"; }

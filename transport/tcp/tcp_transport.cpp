@@ -59,8 +59,11 @@ Status configure(int fd, bool loopback, int rank) {
 
 }  // namespace
 
-Status TcpTransport::create(Bootstrap& boot, const Config& config, const std::atomic<bool>* abort,
-                            std::unique_ptr<Transport>* out, const std::vector<int>* members) {
+Status TcpTransport::create(const TransportArgs& args, std::unique_ptr<Transport>* out) {
+  Bootstrap& boot = args.boot;
+  const Config& config = args.config;
+  const std::atomic<bool>* abort = args.abort;
+  const std::vector<int>* members = args.members;
   std::unique_ptr<TcpTransport> t(new TcpTransport());
   const int n = boot.nranks();
   t->rank_ = boot.rank();

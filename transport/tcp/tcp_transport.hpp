@@ -48,10 +48,9 @@ inline constexpr uint32_t kNoticeBytes = 0xffffffffu;
 
 class TcpTransport final : public Transport {
  public:
-  // Collective over the bootstrap. With `members`, only those ranks are connected (the ranks on other
+  // Collective over the bootstrap. With `args.members`, only those ranks are connected (the ranks on other
   // hosts, in a mixed communicator); else every rank.
-  static Status create(Bootstrap& boot, const Config& config, const std::atomic<bool>* abort,
-                       std::unique_ptr<Transport>* out, const std::vector<int>* members = nullptr);
+  static Status create(const TransportArgs& args, std::unique_ptr<Transport>* out);
   ~TcpTransport() override = default;
 
   std::string_view name() const override { return "tcp"; }

@@ -35,8 +35,10 @@ Status ucxError(const char* what, ucs_status_t s) {
 
 }  // namespace
 
-Status UcxTransport::create(Bootstrap& boot, const Config& config, const std::atomic<bool>*,
-                            std::unique_ptr<Transport>* out, const std::vector<int>* members) {
+Status UcxTransport::create(const TransportArgs& args, std::unique_ptr<Transport>* out) {
+  Bootstrap& boot = args.boot;
+  const Config& config = args.config;
+  const std::vector<int>* members = args.members;
   std::unique_ptr<UcxTransport> t(new UcxTransport());
   const int n = boot.nranks();
   t->rank_ = boot.rank();

@@ -28,9 +28,8 @@ namespace zcoll::ucx {
 class UcxTransport final : public Transport {
  public:
   // Collective over the bootstrap.
-  // With `members`, only those ranks get an endpoint and slots (a mixed communicator's other hosts).
-  static Status create(Bootstrap& boot, const Config& config, const std::atomic<bool>* abort,
-                       std::unique_ptr<Transport>* out, const std::vector<int>* members = nullptr);
+  // With `args.members`, only those ranks get an endpoint and slots (a mixed communicator's other hosts).
+  static Status create(const TransportArgs& args, std::unique_ptr<Transport>* out);
   ~UcxTransport() override;
 
   std::string_view name() const override { return "ucx"; }
