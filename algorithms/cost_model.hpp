@@ -19,10 +19,8 @@
 namespace zcoll {
 
 // Sizes at which each all-reduce algorithm is timed by the calibration: a factor of 2 apart from 2 KiB
-// to 2 MiB, where the curves bend and cross (a factor-4 grid misplaced crossovers: at 2 ranks the
-// latency algorithms hand over to the bandwidth ones around 4 KiB, where it chose one 10-19% slower;
-// at 8 ranks ring, rhd and direct cross between 128 and 512 KiB, and the log-log interpolation at
-// 256 KiB chose one 16% slower). The smallest is pure latency (most ranks get no element); 512 B
+// to 2 MiB, where the curves bend and cross (a coarser grid misplaces the crossovers between the
+// latency and the bandwidth algorithms). The smallest is pure latency (most ranks get no element); 512 B
 // gives every rank at least one element up to 128 ranks; the largest is out of any cache here, so
 // the slope beyond it is the memory system's, not the cache's.
 inline constexpr size_t kCalibrationBytes[] = {8,          512,        2 * 1024,   4 * 1024,        8 * 1024,

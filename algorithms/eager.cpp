@@ -107,7 +107,7 @@ class EagerOp {
     return Status::ok();
   }
 
-  // No division on an op's path (a 64-bit div cost a 2-rank 8-byte broadcast ~5 %).
+  // No division on an op's path (a 64-bit division is a visible share of an 8-byte op).
   int shift(int rank, int k) const {  // (rank + k) mod N, for 0 <= k < N
     const int q = rank + k;
     return q >= ctx_.nranks ? q - ctx_.nranks : q;

@@ -101,10 +101,9 @@ Status Communicator::calibrate() {
   // Several ops per sample smooth out the scheduler's hiccups when ranks share cores.
   static constexpr int kWarmup[kCalibrationPoints] = {3, 3, 3, 3, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1};
   static constexpr int kTrials[kCalibrationPoints] = {9, 9, 9, 9, 9, 9, 9, 9, 7, 7, 7, 5, 5, 5};
-  // At 2 ranks an 8-byte op takes ~0.3 us: 16 of them (5 us) sat within the barrier's exit skew, so
-  // the small sizes loop 128 times; with more ranks each op is slower and fewer suffice. From 64 KiB
-  // to 1 MiB a loop of 4 ops measured the pipeline's start-up, not its steady state (2 ranks, 256 KiB:
-  // rd 30-34 us in 4-op samples, 20-21 us in a long loop), so those sizes loop 8-32 times.
+  // A sample must outlast the barrier's exit skew (small sizes loop 128 times at 2 ranks; with more
+  // ranks each op is slower and fewer suffice), and from 64 KiB to 1 MiB it must reach the pipeline's
+  // steady state rather than its start-up (8-32 ops).
   static constexpr int kOpsAt2Ranks[kCalibrationPoints] = {128, 128, 64, 48, 32, 24, 16, 32, 32, 32, 16, 8, 4, 2};
   static constexpr int kMinOps[kCalibrationPoints] = {16, 16, 16, 12, 8, 8, 8, 4, 4, 4, 4, 4, 4, 2};
   int opsPerSample[kCalibrationPoints];

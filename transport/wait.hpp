@@ -39,8 +39,7 @@ class Waiter {
   Waiter(Transport* transport, WaitPolicy policy, Deadline deadline, const std::atomic<bool>* abort)
       : transport_(transport), policy_(policy), deadlineNs_(deadline.ns()), abort_(abort) {}
   // The deadline is `timeoutMs` after the first wait that does not find its condition ready (or the
-  // first deadline() call): an operation that never waits reads no clock (a small all-reduce took
-  // one clock_gettime per call, 20 % of it on one rank).
+  // first deadline() call): an operation that never waits reads no clock.
   Waiter(Transport* transport, WaitPolicy policy, int64_t timeoutMs, const std::atomic<bool>* abort)
       : transport_(transport), policy_(policy), timeoutNs_(timeoutMs * 1'000'000), abort_(abort) {}
 
@@ -63,8 +62,7 @@ class Waiter {
   // exited after handing over everything we need is no failure: ready() is asked first.
   template <typename Ready, typename DeadPeer>
   __attribute__((always_inline)) WaitResult until(Ready&& ready, DeadPeer&& deadPeer) {
-    // The common case, inline: the chunk or the slot is there (an out-of-line call per chunk cost
-    // a 2-rank 8-byte broadcast 6 %).
+    // The common case, inline: the chunk or the slot is there (no call per chunk on small ops).
     if (ready()) return WaitResult::Ready;
     return wait(ready, deadPeer);
   }
@@ -72,10 +70,9 @@ class Waiter {
  private:
   template <typename Ready, typename DeadPeer>
   __attribute__((noinline)) WaitResult wait(Ready& ready, DeadPeer& deadPeer) {
-    // A short wait (the peer's next line is on its way) reads no clock: a clock read costs 20-50 ns
-    // in a VM, which a rank waiting on the critical path adds to the op when the data lands (2-rank
-    // 8 B all-reduce 151 -> 144 ns). Not when ranks share cores: there the spin must stay short (4
-    // ranks on 2 cores measured slower with it).
+    // A short wait (the peer's next line is on its way) reads no clock: on the critical path a clock
+    // read adds its cost to the op when the data lands. Not when ranks share cores: there the spin
+    // must stay short.
     const int pre = policy_.spinNs >= kPreSpinMinNs ? kPreSpins : 0;
     for (int i = 0; i < pre; ++i) {
       ZCOLL_CPU_RELAX();

@@ -39,9 +39,8 @@ uint8_t* lineAligned(std::vector<uint8_t>* v, size_t bytes) {
 
 // A connection to a peer in this host's network namespace runs over loopback: no link, no queue that
 // pacing would protect. The host's default congestion control may pace (bbr, without an fq qdisc: a
-// timer per packet), and on a path whose bottleneck is the CPU its bandwidth estimate swings: whole
-// runs of a 2-rank 2 MiB all-reduce took 600-910 us instead of 480-580 in 9 of 30 runs under bbr, 2
-// of 30 under cubic. Such connections use cubic where the kernel allows it.
+// timer per packet), and where the CPU is the bottleneck its bandwidth estimate swings and whole runs
+// slow down. Such connections use cubic where the kernel allows it.
 constexpr char kLoopbackCongestion[] = "cubic";
 
 Status configure(int fd, bool loopback, int rank) {
