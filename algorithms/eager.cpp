@@ -135,7 +135,7 @@ class EagerOp {
   Status send(int peer, const void* src, size_t bytes) {
     SendSlot slot;
     const WaitResult w = ctx_.waiter->until([&] { return t_->tryAcquireSend(peer, &slot); },
-                                            [&] { return t_->peerExited(peer) ? peer : -1; });
+                                            [&] { return t_->peerExited(peer) ? peer : -1; }, t_, peer);
     if (w != WaitResult::Ready) return failure(w, "waiting for FIFO room at", peer);
     copyBytes(slot.data, src, bytes);
     t_->commitSend(peer, bytes);
@@ -145,7 +145,7 @@ class EagerOp {
   // Waits for peer's next chunk, of `bytes` (the caller releases it).
   Status take(int peer, size_t bytes, RecvChunk* in) {
     const WaitResult w = ctx_.waiter->until([&] { return t_->tryRecv(peer, in); },
-                                            [&] { return t_->peerExited(peer) ? peer : -1; });
+                                            [&] { return t_->peerExited(peer) ? peer : -1; }, t_, peer);
     if (w != WaitResult::Ready) return failure(w, "waiting for data from", peer);
     if (in->bytes != bytes) return chunkSizeMismatch(op_, algo_, ctx_.rank, in->bytes, peer, bytes);
     return Status::ok();

@@ -28,7 +28,8 @@ class GroupView final : public Transport {
   void wake() override { base_.wake(); }
   int pollFd() const override { return base_.pollFd(); }
   bool peerExited(int peer) override { return base_.peerExited(ranks_[peer]); }
-  int culpritOf(int peer, bool* stalled) override { return base_.culpritOf(ranks_[peer], stalled); }
+  void announceWaiting(int peer) override { base_.announceWaiting(peer < 0 ? peer : ranks_[peer]); }
+  Culprit culpritOf(int peer) override { return base_.culpritOf(ranks_[peer]); }
   int globalRank(int peer) const override { return base_.globalRank(ranks_[peer]); }
   void progress() override { base_.progress(); }
   bool idle() override { return base_.idle(); }

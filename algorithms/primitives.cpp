@@ -38,13 +38,17 @@ const char* Primitives::stepKind() const {
 Status waitFailure(WaitResult r, const std::string& where, int peer, const AlgoContext& ctx) {
   if (r == WaitResult::Aborted) return Status(StatusCode::Aborted, where + ": communicator aborted");
   const int direct = r == WaitResult::PeerDied ? ctx.waiter->deadPeer() : peer;
-  bool stalled = false;
-  const int told = direct >= 0 ? ctx.transport->culpritOf(direct, &stalled) : -1;
-  if (told >= 0) {
-    ctx.waiter->blame(told, stalled);
+  Transport::Culprit told = direct >= 0 ? ctx.transport->culpritOf(direct) : Transport::Culprit{};
+  if (told.waiting && r == WaitResult::PeerDied) told = {};  // it died while waiting: the blame stops there
+  if (told.rank >= 0) {
+    ctx.waiter->blame(told.rank, told.stalled);
+    const char* how = told.stalled ? "stalled (its peers timed out waiting for it)" : "exited";
+    if (told.waiting)
+      return Status(StatusCode::Timeout, fmt::format("{}: timed out: rank {} waits in turn on rank {}, which {}", where,
+                                ctx.transport->globalRank(direct), told.rank, how));
     return Status(StatusCode::RemoteError,
-                  fmt::format("{}: rank {} failed because rank {} {}", where, ctx.transport->globalRank(direct), told,
-                              stalled ? "stalled (its peers timed out waiting for it)" : "exited"));
+                  fmt::format("{}: rank {} failed because rank {} {}", where, ctx.transport->globalRank(direct),
+                              told.rank, how));
   }
   if (direct >= 0) ctx.waiter->blame(ctx.transport->globalRank(direct), r != WaitResult::PeerDied);
   if (r == WaitResult::PeerDied)
@@ -82,13 +86,13 @@ Status Primitives::step(int recvPeer, int sendPeer, const void* local, void* dst
   SendSlot out;
   if (recvPeer >= 0) {
     WaitResult r = ctx_.waiter->until([&] { return t->tryRecv(recvPeer, &in); },
-                                      [&] { return t->peerExited(recvPeer) ? recvPeer : -1; });
+                                      [&] { return t->peerExited(recvPeer) ? recvPeer : -1; }, t, recvPeer);
     if (r != WaitResult::Ready) return waitFailure(r, recvPeer, "waiting for data from");
     if (in.bytes != bytes) return chunkSizeMismatch(op_, algoName_, ctx_.rank, in.bytes, recvPeer, bytes);
   }
   if (sendPeer >= 0) {
     WaitResult r = ctx_.waiter->until([&] { return t->tryAcquireSend(sendPeer, &out); },
-                                      [&] { return t->peerExited(sendPeer) ? sendPeer : -1; });
+                                      [&] { return t->peerExited(sendPeer) ? sendPeer : -1; }, t, sendPeer);
     if (r != WaitResult::Ready) return waitFailure(r, sendPeer, "waiting for FIFO room at");
   }
 

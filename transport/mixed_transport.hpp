@@ -56,7 +56,11 @@ class MixedTransport final : public Transport {
     local_->announceFailure(culprit, stalled);
     remote_->announceFailure(culprit, stalled);
   }
-  int culpritOf(int peer, bool* stalled) override { return part(peer).culpritOf(peer, stalled); }
+  void announceWaiting(int peer) override {
+    local_->announceWaiting(peer);
+    remote_->announceWaiting(peer);
+  }
+  Culprit culpritOf(int peer) override { return part(peer).culpritOf(peer); }
   void progress() override {
     local_->progress();
     remote_->progress();

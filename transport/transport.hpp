@@ -96,12 +96,21 @@ class Transport {
 
   // Failure notices, so that every survivor names the first rank that died or stalled (tcp; others
   // say nothing). announceFailure tells every connected peer that this rank's communicator failed
-  // because of `culprit` (stalled: it timed out waiting for it; else its process exited); culpritOf
-  // is what `peer` announced (-1: nothing) and *stalled how. Ranks in this transport's numbering.
+  // because of `culprit` (stalled: it timed out waiting for it; else its process exited).
+  // announceWaiting tells them that this rank has waited long (half its deadline) on `peer` (-1: no
+  // longer waits), so that a rank timing out on this one can follow the chain of waits to its end.
+  // culpritOf(peer) is whom `peer`'s notices blame: its failure notice, else the end of its chain of
+  // waits (waiting: true); rank -1: nothing known. Ranks in this transport's numbering.
+  struct Culprit {
+    int rank = -1;
+    bool stalled = false;
+    bool waiting = false;  // `peer` has not failed: it waits, directly or through others, on `rank`
+  };
   virtual void announceFailure(int culprit, bool stalled) { (void)culprit, (void)stalled; }
-  virtual int culpritOf(int peer, bool* stalled) {
-    (void)peer, (void)stalled;
-    return -1;
+  virtual void announceWaiting(int peer) { (void)peer; }
+  virtual Culprit culpritOf(int peer) {
+    (void)peer;
+    return {};
   }
   // The communicator's rank of this transport's `peer` (a sub-group view maps; others are the same).
   virtual int globalRank(int peer) const { return peer; }

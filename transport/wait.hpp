@@ -60,16 +60,23 @@ class Waiter {
   // Calls ready() until it returns true, the deadline passes, abort is raised, or - checked once per
   // sleep slice - deadPeer() names a rank we wait for whose process has exited (-1: none). A peer that
   // exited after handing over everything we need is no failure: ready() is asked first.
+  // With `via` and `peer`: a wait on that one peer of via's. Past half the time left it tells the
+  // peers so (Transport::announceWaiting), and that it waits no more when the wait ends in Ready.
   template <typename Ready, typename DeadPeer>
-  __attribute__((always_inline)) WaitResult until(Ready&& ready, DeadPeer&& deadPeer) {
+  __attribute__((always_inline)) WaitResult until(Ready&& ready, DeadPeer&& deadPeer, Transport* via = nullptr,
+                                                  int peer = -1) {
     // The common case, inline: the chunk or the slot is there (no call per chunk on small ops).
     if (ready()) return WaitResult::Ready;
-    return wait(ready, deadPeer);
+    bool announced = false;
+    const WaitResult r = wait(ready, deadPeer, via, peer, &announced);
+    if (announced && r == WaitResult::Ready) via->announceWaiting(-1);
+    return r;
   }
 
  private:
   template <typename Ready, typename DeadPeer>
-  __attribute__((noinline)) WaitResult wait(Ready& ready, DeadPeer& deadPeer) {
+  __attribute__((noinline)) WaitResult wait(Ready& ready, DeadPeer& deadPeer, Transport* via, int peer,
+                                            bool* announced) {
     // A short wait (the peer's next line is on its way) reads no clock: on the critical path a clock
     // read adds its cost to the op when the data lands. Not when ranks share cores: there the spin
     // must stay short.
@@ -80,6 +87,7 @@ class Waiter {
     }
     const int64_t start = nowNs();
     if (deadlineNs_ == kUnset) deadlineNs_ = start + timeoutNs_;
+    const int64_t announceAt = via && peer >= 0 ? start + (deadlineNs_ - start) / 2 : INT64_MAX;
     int64_t now = start;
     for (unsigned iter = 0;; ++iter) {
       for (int i = 0; i < 16; ++i) {
@@ -120,6 +128,10 @@ class Waiter {
       // Sleeping already: a syscall to ask whether a peer died costs nothing that matters.
       // Asked again after: the peer may have handed over what we wait for just before it exited.
       if ((deadPeer_ = deadPeer()) >= 0) return ready() ? WaitResult::Ready : WaitResult::PeerDied;
+      if (now >= announceAt && !*announced) {
+        via->announceWaiting(peer);
+        *announced = true;
+      }
     }
   }
 

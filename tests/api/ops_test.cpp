@@ -372,6 +372,29 @@ TEST(Failures, TimeoutNamesThePeer) {
   });
 }
 
+// A rank late by more than half the timeout is no failure: the ranks waiting on it tell their peers
+// whom they wait on (tcp's waiting notices, between frames) and that they wait no more; results
+// before, during and after stay right.
+TEST(Failures, ALateRankIsNoFailureOverTcp) {
+  setenv("ZCOLL_SOCKETS_PER_PEER", "2", 1);  // notices on the first connection, frames on both
+  zcollConfig_t c = config(4096, 1000);
+  c.transports = "tcp";
+  RankPool pool(3, c);
+  unsetenv("ZCOLL_SOCKETS_PER_PEER");
+  pool.run([&](int rank, zcollComm_t comm) {
+    for (int round = 0; round < 6; ++round) {
+      const size_t n = round % 2 ? 1 : 50'000;  // eager and ring
+      if (rank == round % 3 && round < 3) std::this_thread::sleep_for(std::chrono::milliseconds(700));
+      std::vector<int32_t> in(n), out(n, -1);
+      for (size_t i = 0; i < n; ++i) in[i] = rank * 7 + static_cast<int32_t>(i % 1000) + round;
+      ASSERT_EQ(zcollAllReduce(in.data(), out.data(), n, zcollInt32, zcollSum, comm, nullptr), zcollSuccess)
+          << zcollGetLastError(comm);
+      for (size_t i = 0; i < n; ++i)
+        ASSERT_EQ(out[i], 21 + 3 * (static_cast<int32_t>(i % 1000) + round)) << "round " << round << " element " << i;
+    }
+  });
+}
+
 // An operation returns only once its frames are in the kernel's hands (Transport::idle): the root
 // of a broadcast much larger than the sockets' buffers but not than its FIFO, which then blocks
 // outside zcoll until the other rank's broadcast has returned, must not starve it. Before the fix

@@ -184,6 +184,7 @@ void TcpTransport::markDead(Peer& p) {
 
 void TcpTransport::flushStream(Peer& p, Stream& st) {
   const uint64_t k = static_cast<uint64_t>(streams_);
+  if ((st.noticeDue || st.noticeOffset != kFrameHeader) && !sendNotice(p, st)) return;
   while (st.sendFrame < p.sendHead && !p.dead) {
     // Up to 4 of this stream's pending frames in one sendmsg: each its header (kept apart, so that
     // the slots stay aligned for the reductions that write them) and its bytes; the first may be
@@ -223,6 +224,30 @@ void TcpTransport::flushStream(Peer& p, Stream& st) {
       st.sendOffset = 0;
     }
   }
+  if (st.noticeDue && !p.dead) sendNotice(p, st);
+}
+
+bool TcpTransport::sendNotice(Peer& p, Stream& st) {
+  if (st.sendOffset != 0) return true;  // in mid-frame: after it
+  for (;;) {
+    if (st.noticeOffset == kFrameHeader) {
+      if (!st.noticeDue) return true;
+      st.notice = FrameHeader{};
+      st.notice.bytes = kNoticeBytes;
+      std::memcpy(st.notice.reserved, &waitingOn_, sizeof waitingOn_);
+      st.notice.reserved[5] = kNoticeWaiting;
+      st.noticeDue = false;
+      st.noticeOffset = 0;
+    }
+    const ssize_t n = ::send(st.fd.get(), reinterpret_cast<uint8_t*>(&st.notice) + st.noticeOffset,
+                             kFrameHeader - st.noticeOffset, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) markDead(p);
+      return false;
+    }
+    st.noticeOffset += static_cast<size_t>(n);
+  }
 }
 
 void TcpTransport::flush(Peer& p) {
@@ -250,9 +275,14 @@ void TcpTransport::pullStream(Peer& p, Stream& st) {
   // After recvOffset advanced: a frame that is not ours drops the peer; a complete one is handed over.
   auto advanced = [&] {
     if (st.recvOffset >= kFrameHeader && st.header.bytes == kNoticeBytes) {
-      // It failed and sends nothing more on this connection (frames on its others still count).
       int culprit = -1;
       std::memcpy(&culprit, st.header.reserved, sizeof culprit);
+      if (st.header.reserved[5] == kNoticeWaiting) {  // not a frame: the stream goes on
+        if (culprit >= -1 && culprit < static_cast<int>(peers_.size())) p.waitingOn = culprit;
+        st.recvOffset = 0;
+        return true;
+      }
+      // It failed and sends nothing more on this connection (frames on its others still count).
       if (culprit >= 0 && culprit < static_cast<int>(peers_.size())) {
         p.culprit = culprit;
         p.culpritStalled = st.header.reserved[4] != 0;
@@ -347,11 +377,37 @@ void TcpTransport::announceFailure(int culprit, bool stalled) {
     // On a connection between frames only (one in mid-frame would be misread); best effort: the
     // peer that misses it sees the connection close instead.
     for (Stream& st : p.streams)
-      if (st.fd.valid() && st.sendOffset == 0) {
+      if (st.fd.valid() && st.sendOffset == 0 && st.noticeOffset == kFrameHeader) {
         [[maybe_unused]] const ssize_t n = ::send(st.fd.get(), &h, sizeof h, MSG_NOSIGNAL | MSG_DONTWAIT);
         break;
       }
   }
+}
+
+void TcpTransport::announceWaiting(int peer) {
+  if (peer == waitingOn_) return;
+  if (peer >= 0) ZCOLL_INFO(Coll, rank_, "tcp: half the timeout spent waiting on rank {}: telling the peers", peer);
+  waitingOn_ = peer;
+  for (Peer& p : peers_) {
+    if (p.dead || p.streams.empty() || !p.streams[0].fd.valid()) continue;
+    p.streams[0].noticeDue = true;
+    sendNotice(p, p.streams[0]);
+  }
+}
+
+Transport::Culprit TcpTransport::culpritOf(int peer) {
+  // Its failure notice, else along its waiting notices to the first rank that waits on nobody (or
+  // failed). Notices from a rank this one receives nothing from wait unread: pull them.
+  int at = peer;
+  for (size_t hops = 0; hops < peers_.size(); ++hops) {
+    Peer& p = peers_[static_cast<size_t>(at)];
+    if (!p.dead) pull(p);
+    if (p.culprit >= 0) return {p.culprit, p.culpritStalled, at != peer};
+    if (p.waitingOn < 0 || p.waitingOn == rank_ || p.waitingOn == peer) break;
+    at = p.waitingOn;
+  }
+  if (at == peer) return {};
+  return {at, true, true};
 }
 
 void TcpTransport::pull(Peer& p) {

@@ -42,9 +42,11 @@ struct alignas(64) FrameHeader {
   uint8_t reserved[kFrameHeader - 4] = {};
 };
 static_assert(sizeof(FrameHeader) == kFrameHeader);
-// A header of this length is a failure notice, not a frame: the sender's communicator failed because
-// of the rank in reserved[0..3] (reserved[4]: 1 if it stalled); it sends nothing more.
+// A header of this length is a notice, not a frame: reserved[0..3] holds a rank. reserved[5] says which:
+// kNoticeFailed, the sender's communicator failed because of that rank (reserved[4]: 1 if it stalled)
+// and it sends nothing more; kNoticeWaiting, the sender has waited long on that rank (-1: no more).
 inline constexpr uint32_t kNoticeBytes = 0xffffffffu;
+inline constexpr uint8_t kNoticeFailed = 0, kNoticeWaiting = 1;
 
 class TcpTransport final : public Transport {
  public:
@@ -75,11 +77,8 @@ class TcpTransport final : public Transport {
   // Reads what the peer sent first (a failure notice marks it dead): waits that sleep ask this.
   bool peerExited(int peer) override;
   void announceFailure(int culprit, bool stalled) override;
-  int culpritOf(int peer, bool* stalled) override {
-    const Peer& p = peers_[static_cast<size_t>(peer)];
-    *stalled = p.culpritStalled;
-    return p.culprit;
-  }
+  void announceWaiting(int peer) override;
+  Culprit culpritOf(int peer) override;
   void progress() override { flushAll(); }
   bool idle() override {
     flushAll();
@@ -109,12 +108,18 @@ class TcpTransport final : public Transport {
     uint8_t* bounceData = nullptr;
     size_t bounceHead = 0, bounceTail = 0;
     bool closed = false;  // EOF or a failure notice: everything the peer sent on it has been read
+    // Waiting notices go on each peer's first stream, between frames: noticeDue when waitingOn_
+    // changed since the last one, noticeOffset bytes of `notice` sent (kFrameHeader: none in flight).
+    bool noticeDue = false;
+    size_t noticeOffset = kFrameHeader;
+    FrameHeader notice;
   };
   struct Peer {
     std::vector<Stream> streams;
     bool dead = false;
     int culprit = -1;  // its failure notice: the rank it blamed, and whether that one stalled
     bool culpritStalled = false;
+    int waitingOn = -1;  // its last waiting notice
     // Send ring: slot i at sendData + i * chunk (sendData: send's first 64-byte boundary), its header
     // (length) in sendHeaders[i] (sent first).
     std::vector<uint8_t> send;
@@ -139,6 +144,7 @@ class TcpTransport final : public Transport {
   void flushAll();
   void pull(Peer& p);        // reads frames into free receive slots until none is free or no data
   void flushStream(Peer& p, Stream& st);
+  bool sendNotice(Peer& p, Stream& st);  // false while st's waiting notice is half sent
   void pullStream(Peer& p, Stream& st);
   void markDead(Peer& p);
   void closeStream(Peer& p, Stream& st);  // EOF or a failure notice on st: dead once all are closed
@@ -147,6 +153,7 @@ class TcpTransport final : public Transport {
   int slots_ = 0;
   int streams_ = 1;  // connections per peer (ZCOLL_SOCKETS_PER_PEER)
   int rank_ = 0;
+  int waitingOn_ = -1;  // the last announceWaiting
   std::vector<Peer> peers_;
   int pendingPeers_ = 0;  // peers with frames not yet handed over (flushAll's fast path)
   EpollSleeper sleeper_;  // every socket, edge-triggered
