@@ -51,7 +51,7 @@ Result EngineImpl::saveCheckpoint(const std::string& dir, const std::string& tag
   if (dir.empty()) return {zcollInvalidArgument, "saveCheckpoint: dir is empty"};
   if (tag.empty() || tag.find('/') != std::string::npos || tag == "." || tag == "..")
     return {zcollInvalidArgument, "saveCheckpoint: tag \"" + tag + "\" must be a non-empty name without '/'"};
-  if (microSteps_ % config_.gradientAccumulationSteps != 0)
+  if (sinceBoundary_ != 0)
     return {zcollInvalidUsage, "saveCheckpoint: in the middle of a gradient accumulation (save after the step that completes it)"};
   r = completeAll();
   if (!r.ok()) return r;
@@ -195,6 +195,7 @@ Result EngineImpl::restoreFrom(const std::string& dir, const std::string& tagIn)
   closeAll();
   stepsTaken_ = meta.steps;
   microSteps_ = meta.steps * config_.gradientAccumulationSteps;
+  sinceBoundary_ = 0;
   stats_.steps = stepsTaken_;  // the trainer resumes counting from here
   stats_.microSteps = microSteps_;
   if (config_.fp16.enabled && meta.dtype == "fp16")  // the scale of an fp16 run carries over to an fp16 run

@@ -110,6 +110,8 @@ Result EngineImpl::setup() {
     const std::string where = "groups[" + std::to_string(g) + "]";
     if (s.name.empty()) local = {zcollInvalidArgument, where + ".name is empty"};
     else if (s.numel <= 0) local = {zcollInvalidArgument, where + " ('" + s.name + "').numel is " + std::to_string(s.numel) + ", must be > 0"};
+    else if (s.paramGroup < 0 || s.paramGroup >= static_cast<int>(groups_.size()))
+      local = {zcollInvalidArgument, where + " ('" + s.name + "').paramGroup " + std::to_string(s.paramGroup) + " is not in [0, " + std::to_string(groups_.size()) + ")"};
     else if (!names.emplace(s.name, static_cast<int>(g)).second)
       local = {zcollInvalidArgument, where + ".name '" + s.name + "' is also groups[" + std::to_string(names[s.name]) + "]'s"};
     else if (!s.shape.empty()) {
@@ -127,9 +129,23 @@ Result EngineImpl::setup() {
   zdtype_ = dtype_ == DType::F16 ? zcollFloat16 : dtype_ == DType::BF16 ? zcollBfloat16 : zcollFloat32;
   part_ = z.stage == 0 ? 0 : rank_;
   std::vector<int64_t> numel;
-  for (const GroupSpec& s : groups_) numel.push_back(s.numel);
-  partition_ = std::make_unique<Partition>(numel, z.stage == 0 ? 1 : ranks_, z.stage == 3 ? 0 : z.reduceBucketSize);
+  std::vector<bool> frozen;
+  int paramGroups = 1;
+  for (const GroupSpec& s : groups_) {
+    numel.push_back(s.numel);
+    frozen.push_back(s.frozen);
+    paramGroups = std::max(paramGroups, s.paramGroup + 1);
+  }
+  ParamGroupOptions defaults;
+  defaults.lr = config_.optimizer.lr;
+  defaults.beta1 = config_.optimizer.beta1;
+  defaults.beta2 = config_.optimizer.beta2;
+  defaults.eps = config_.optimizer.eps;
+  defaults.weightDecay = config_.optimizer.weightDecay;
+  paramGroups_.assign(static_cast<size_t>(paramGroups), defaults);
+  partition_ = std::make_unique<Partition>(numel, z.stage == 0 ? 1 : ranks_, z.stage == 3 ? 0 : z.reduceBucketSize, frozen);
   const Partition& P = *partition_;
+  segments_ = P.segments(part_);
   const size_t units = P.units().size(), ng = groups_.size();
   unitSlot_.assign(units, -1);
   unitReady_.assign(units, 0);
@@ -194,6 +210,7 @@ Result EngineImpl::crossCheck(bool locallyOk) {
   for (const GroupSpec& s : groups_) {
     uint64_t h = std::hash<std::string>{}(s.name);
     h = mix(h, static_cast<uint64_t>(s.numel));
+    h = mix(h, static_cast<uint64_t>(s.paramGroup) * 2 + (s.frozen ? 1 : 0));
     perGroup.push_back(h);
     groupsHash = mix(groupsHash, h);
     total += static_cast<uint64_t>(s.numel);
@@ -313,7 +330,7 @@ Result EngineImpl::finish(const Pending& p) {
   const Unit& u = partition_->units()[static_cast<size_t>(p.unit)];
   const std::byte* src = at(slots_[static_cast<size_t>(p.slot)], static_cast<int64_t>(part_) * u.slice);
   std::byte* dst = at(gradShard_, u.shardOffset);
-  const bool first = microSteps_ % config_.gradientAccumulationSteps == 0;
+  const bool first = sinceBoundary_ == 0;
   if (first) {
     std::memcpy(dst, src, static_cast<size_t>(u.slice) * esize());
   } else if (dtype_ == DType::F32) {
@@ -374,6 +391,8 @@ void* EngineImpl::grads(int g, Result* result) {
   if (r.ok() && unitLaunched_[static_cast<size_t>(u)])
     r = {zcollInvalidUsage, "grads: group " + std::to_string(g) + " ('" + groups_[static_cast<size_t>(g)].name +
                                 "'): its bucket is being reduced; gradients are written before gradsReady"};
+  if (r.ok() && groups_[static_cast<size_t>(g)].frozen)
+    r = {zcollInvalidUsage, "grads: group " + std::to_string(g) + " ('" + groups_[static_cast<size_t>(g)].name + "') is frozen: it has no gradient"};
   void* out = nullptr;
   if (r.ok()) {
     const int64_t off = partition_->groupFlatOffset(g);
@@ -393,6 +412,8 @@ void* EngineImpl::grads(int g, Result* result) {
 Result EngineImpl::gradsReady(int g) {
   Result r = checkGroup(g, "gradsReady");
   if (!r.ok()) return r;
+  if (groups_[static_cast<size_t>(g)].frozen)
+    return {zcollInvalidUsage, "gradsReady: group " + std::to_string(g) + " ('" + groups_[static_cast<size_t>(g)].name + "') is frozen: it has no gradient"};
   if (groupReady_[static_cast<size_t>(g)])
     return {zcollInvalidUsage, "gradsReady: group " + std::to_string(g) + " ('" + groups_[static_cast<size_t>(g)].name +
                                    "') was already marked ready in this micro-batch"};
@@ -409,8 +430,8 @@ Result EngineImpl::gradsReady(int g) {
 Result EngineImpl::launchUnit(int u) {
   const Unit& unit = partition_->units()[static_cast<size_t>(u)];
   unitLaunched_[static_cast<size_t>(u)] = true;
-  const bool boundary = (microSteps_ + 1) % config_.gradientAccumulationSteps == 0;
-  if (stage() <= 1 && !boundary) return {};
+  if (groups_[static_cast<size_t>(unit.firstGroup)].frozen) return {};  // nothing to reduce
+  if (stage() <= 1 && !atBoundary()) return {};
   Result r;
   zcollRequest_t req = nullptr;
   const int64_t bytes = unit.padded * static_cast<int64_t>(esize());

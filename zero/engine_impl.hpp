@@ -73,6 +73,11 @@ class EngineImpl final : public Engine {
   Result release(int g) override;
   void* grads(int g, Result* result) override;
   Result gradsReady(int g) override;
+  Result setParamGroup(int paramGroup, const ParamGroupOptions& options) override;
+  Result setBoundary(Boundary boundary) override;
+  bool atBoundary() const override {
+    return boundary_ == Boundary::Auto ? sinceBoundary_ + 1 >= config_.gradientAccumulationSteps : boundary_ == Boundary::Yes;
+  }
   Result step(bool* stepped) override;
   double lossScale() const override { return scaler_.scale(); }
   double learningRate() const override;
@@ -148,6 +153,7 @@ class EngineImpl final : public Engine {
   DType dtype_ = DType::F32;
   zcollDataType_t zdtype_ = zcollFloat32;
   std::unique_ptr<Partition> partition_;
+  std::vector<Segment> segments_;  // what this rank's partition owns, group by group
   std::unique_ptr<CpuAdam> adam_;
   LossScaler scaler_;
   Result failed_;
@@ -184,6 +190,9 @@ class EngineImpl final : public Engine {
   uint64_t nextSeq_ = 1;
 
   int64_t microSteps_ = 0, stepsTaken_ = 0;
+  int64_t sinceBoundary_ = 0;  // micro-batches of the current accumulation before this one
+  Boundary boundary_ = Boundary::Auto;
+  std::vector<ParamGroupOptions> paramGroups_;  // by GroupSpec::paramGroup
   EngineStats stats_;
 };
 

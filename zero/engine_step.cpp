@@ -94,11 +94,38 @@ Result EngineImpl::gatherMaster(int g, float* out) {
   return r;
 }
 
+Result EngineImpl::setParamGroup(int paramGroup, const ParamGroupOptions& o) {
+  Result r = usable();
+  if (!r.ok()) return r;
+  if (paramGroup < 0 || paramGroup >= static_cast<int>(paramGroups_.size()))
+    return {zcollInvalidArgument, "setParamGroup: paramGroup " + std::to_string(paramGroup) + " is not in [0, " +
+                                      std::to_string(paramGroups_.size()) + ") (the groups' paramGroup values)"};
+  const std::string where = "setParamGroup(" + std::to_string(paramGroup) + "): ";
+  if (!(o.lr >= 0) || !std::isfinite(o.lr)) return {zcollInvalidArgument, where + "lr " + std::to_string(o.lr) + " must be finite and >= 0"};
+  if (!(o.beta1 >= 0 && o.beta1 < 1)) return {zcollInvalidArgument, where + "betas[0] " + std::to_string(o.beta1) + " is not in [0, 1)"};
+  if (!(o.beta2 >= 0 && o.beta2 < 1)) return {zcollInvalidArgument, where + "betas[1] " + std::to_string(o.beta2) + " is not in [0, 1)"};
+  if (!(o.eps >= 0) || !std::isfinite(o.eps)) return {zcollInvalidArgument, where + "eps " + std::to_string(o.eps) + " must be finite and >= 0"};
+  if (!(o.weightDecay >= 0) || !std::isfinite(o.weightDecay))
+    return {zcollInvalidArgument, where + "weight_decay " + std::to_string(o.weightDecay) + " must be finite and >= 0"};
+  paramGroups_[static_cast<size_t>(paramGroup)] = o;
+  return {};
+}
+
+Result EngineImpl::setBoundary(Boundary boundary) {
+  Result r = usable();
+  if (!r.ok()) return r;
+  for (size_t u = 0; u < unitLaunched_.size(); ++u)
+    if (unitLaunched_[u] && stage() <= 1)
+      return {zcollInvalidUsage, "setBoundary: gradients of this micro-batch are already being reduced (set it before backward)"};
+  boundary_ = boundary;
+  return {};
+}
+
 Result EngineImpl::step(bool* stepped) {
   if (stepped) *stepped = false;
   Result r = usable();
   if (!r.ok()) return r;
-  const bool boundary = (microSteps_ + 1) % config_.gradientAccumulationSteps == 0;
+  const bool boundary = atBoundary();
   // Buckets whose groups got no gradient still take part (zeros): every rank issues the same calls.
   for (size_t u = 0; u < unitLaunched_.size() && r.ok(); ++u)
     if (!unitLaunched_[u]) r = launchUnit(static_cast<int>(u));
@@ -112,7 +139,12 @@ Result EngineImpl::step(bool* stepped) {
   endMicroBatch();
   ++microSteps_;
   ++stats_.microSteps;
-  if (!boundary) return {};
+  boundary_ = Boundary::Auto;
+  if (!boundary) {
+    ++sinceBoundary_;
+    return {};
+  }
+  sinceBoundary_ = 0;
   return optimizerStep(stepped);
 }
 
@@ -124,7 +156,9 @@ Result EngineImpl::optimizerStep(bool* stepped) {
 
   // The global norm (and the overflow check: inf or NaN anywhere makes it non-finite).
   double sumsq = 0;
-  for (size_t u = 0; u < units.size(); ++u) sumsq += sumSquares(dtype_, ownedGrad(static_cast<int>(u)), units[u].slice, scratch, scratchElems_);
+  auto frozen = [&](size_t u) { return groups_[static_cast<size_t>(units[u].firstGroup)].frozen; };
+  for (size_t u = 0; u < units.size(); ++u)
+    if (!frozen(u)) sumsq += sumSquares(dtype_, ownedGrad(static_cast<int>(u)), units[u].slice, scratch, scratchElems_);
   if (stage() >= 1 && ranks_ > 1) {
     const auto c0 = Clock::now();
     Result r = blocking(zcollAllReduce(&sumsq, &sumsq, 1, zcollFloat64, zcollSum, comm_, nullptr), "step: all-reduce of the gradient norm");
@@ -151,26 +185,37 @@ Result EngineImpl::optimizerStep(bool* stepped) {
   const double coef = clip > 0 && norm > clip ? clip / (norm + 1e-6) : 1.0;
   const float gscale = static_cast<float>(inv * coef);
 
-  AdamStep a;
-  a.lr = static_cast<float>(learningRate());
-  a.beta1 = static_cast<float>(config_.optimizer.beta1);
-  a.beta2 = static_cast<float>(config_.optimizer.beta2);
-  a.eps = static_cast<float>(config_.optimizer.eps);
-  a.weightDecay = static_cast<float>(config_.optimizer.weightDecay);
-  a.step = stepsTaken_ + 1;
-  a.decoupled = config_.optimizer.type == "AdamW";
+  // Each group's stretch of this rank's shard with its paramGroup's settings (padding is not updated).
+  const double lr = learningRate();
+  std::vector<AdamStep> settings(paramGroups_.size());
+  for (size_t k = 0; k < paramGroups_.size(); ++k) {
+    const ParamGroupOptions& o = paramGroups_[k];
+    AdamStep& a = settings[k];
+    a.lr = static_cast<float>(config_.scheduler.type == SchedulerConfig::Type::None ? o.lr : lr);
+    a.beta1 = static_cast<float>(o.beta1);
+    a.beta2 = static_cast<float>(o.beta2);
+    a.eps = static_cast<float>(o.eps);
+    a.weightDecay = static_cast<float>(o.weightDecay);
+    a.step = stepsTaken_ + 1;
+    a.decoupled = config_.optimizer.type == "AdamW";
+  }
   float* m = reinterpret_cast<float*>(expAvg_.data());
   float* v = reinterpret_cast<float*>(expAvgSq_.data());
-  for (size_t u = 0; u < units.size(); ++u) {
-    const std::byte* g = ownedGrad(static_cast<int>(u));
-    float* p = master(static_cast<int>(u));
-    std::byte* out = ownedParam(static_cast<int>(u));
-    const int64_t so = units[u].shardOffset;
-    for (int64_t off = 0; off < units[u].slice; off += scratchElems_) {
-      const int64_t len = std::min(scratchElems_, units[u].slice - off);
+  for (const Segment& seg : segments_) {
+    const GroupSpec& spec = groups_[static_cast<size_t>(seg.group)];
+    if (spec.frozen) continue;
+    const int u = partition_->unitOf(seg.group);
+    const Unit& unit = units[static_cast<size_t>(u)];
+    const int64_t inSlice = seg.shardOffset - unit.shardOffset;
+    const std::byte* g = ownedGrad(u) + static_cast<size_t>(inSlice) * esize();
+    float* p = master(u) + inSlice;
+    std::byte* out = ownedParam(u) + static_cast<size_t>(inSlice) * esize();
+    const int64_t so = seg.shardOffset, len0 = seg.hi - seg.lo;
+    for (int64_t off = 0; off < len0; off += scratchElems_) {
+      const int64_t len = std::min(scratchElems_, len0 - off);
       toFloat32(dtype_, g + static_cast<size_t>(off) * esize(), scratch, len);
       for (int64_t i = 0; i < len; ++i) scratch[i] *= gscale;
-      adam_->step(p + off, scratch, m + so + off, v + so + off, static_cast<size_t>(len), a);
+      adam_->step(p + off, scratch, m + so + off, v + so + off, static_cast<size_t>(len), settings[static_cast<size_t>(spec.paramGroup)]);
       if (mixed()) fromFloat32(dtype_, p + off, out + static_cast<size_t>(off) * esize(), len);
     }
   }
@@ -178,7 +223,7 @@ Result EngineImpl::optimizerStep(bool* stepped) {
   scaler_.update(false);
   ++stepsTaken_;
   ++stats_.steps;
-  stats_.lr = a.lr;
+  stats_.lr = settings[0].lr;
   stats_.gradNorm = norm;
   stats_.optimizerSeconds += seconds(Clock::now() - t0);
   Result r = gatherParamsAfterStep();

@@ -5,16 +5,19 @@
 
 namespace zcoll::zero {
 
-Partition::Partition(const std::vector<int64_t>& groupNumel, int partitions, int64_t bucketElems)
+Partition::Partition(const std::vector<int64_t>& groupNumel, int partitions, int64_t bucketElems,
+                     const std::vector<bool>& frozen)
     : partitions_(std::max(partitions, 1)), numel_(groupNumel), flatOffset_(groupNumel.size()),
       unitOf_(groupNumel.size()) {
   const int groups = static_cast<int>(groupNumel.size());
+  auto isFrozen = [&](int g) { return static_cast<size_t>(g) < frozen.size() && frozen[static_cast<size_t>(g)]; };
   for (int g = 0; g < groups;) {
     Unit u;
     u.firstGroup = g;
     u.numel = numel_[static_cast<size_t>(g)];
     ++g;
-    while (bucketElems > 0 && g < groups && u.numel + numel_[static_cast<size_t>(g)] <= bucketElems) {
+    while (bucketElems > 0 && g < groups && u.numel + numel_[static_cast<size_t>(g)] <= bucketElems &&
+           isFrozen(g) == isFrozen(u.firstGroup)) {
       u.numel += numel_[static_cast<size_t>(g)];
       ++g;
     }

@@ -39,8 +39,10 @@ struct Segment {
 class Partition {
  public:
   // groupNumel: elements of each group (> 0). bucketElems: the most elements a multi-group unit
-  // holds (a larger group forms a unit of its own); <= 0 packs one group per unit.
-  Partition(const std::vector<int64_t>& groupNumel, int partitions, int64_t bucketElems);
+  // holds (a larger group forms a unit of its own); <= 0 packs one group per unit. frozen (empty, or
+  // one flag per group): a unit never mixes frozen and trainable groups (frozen ones are not reduced).
+  Partition(const std::vector<int64_t>& groupNumel, int partitions, int64_t bucketElems,
+            const std::vector<bool>& frozen = {});
 
   int partitions() const { return partitions_; }
   const std::vector<Unit>& units() const { return units_; }

@@ -172,6 +172,24 @@ struct GroupSpec {
   std::string name;           ///< unique, non-empty (a checkpoint's key)
   int64_t numel = 0;          ///< elements, > 0
   std::vector<int64_t> shape; ///< optional (checkpoints record it); its product must be numel
+  int paramGroup = 0;         ///< its optimizer settings: setParamGroup(paramGroup, ...) (torch's param_groups)
+  bool frozen = false;        ///< takes no gradient, no reduction and no optimizer update (requires_grad=False)
+};
+
+/** One optimizer parameter group's settings (torch's param_groups entries). */
+struct ParamGroupOptions {
+  double lr = 1e-3;          ///< "lr" (the scheduler's value instead when the config has a "scheduler")
+  double beta1 = 0.9;        ///< "betas"[0]
+  double beta2 = 0.999;      ///< "betas"[1]
+  double eps = 1e-8;         ///< "eps"
+  double weightDecay = 0.01; ///< "weight_decay"
+};
+
+/** Whether the next step() ends a gradient accumulation. */
+enum class Boundary {
+  Auto, /**< every gradient_accumulation_steps micro-batches */
+  Yes,  /**< this micro-batch ends one */
+  No    /**< this micro-batch does not (torch's no_sync) */
 };
 
 /** Options that are not part of a DeepSpeed config. */
@@ -257,6 +275,15 @@ class Engine {
   /** Group g's gradient of this micro-batch has been added: the engine may reduce it (when its
    *  bucket is complete, asynchronously). Collective (in the same order on every rank). */
   virtual Result gradsReady(int g) = 0;
+  /** Sets the settings of the groups registered with this paramGroup, from the next step on (every
+   *  paramGroup starts with the config's optimizer settings). Every rank sets the same. */
+  virtual Result setParamGroup(int paramGroup, const ParamGroupOptions& options) = 0;
+  /** Overrides whether the current micro-batch ends a gradient accumulation: set before its first
+   *  gradsReady (stages 0-1 reduce only at a boundary); step() returns it to Auto. Every rank sets
+   *  the same. */
+  virtual Result setBoundary(Boundary boundary) = 0;
+  /** Whether step() will run the optimizer (the current micro-batch ends an accumulation). */
+  virtual bool atBoundary() const = 0;
   /** Ends a micro-batch. At the gradient-accumulation boundary: finishes the reductions, unscales,
    *  skips the step on fp16 overflow (adjusting the loss scale), clips by global norm, runs AdamW on
    *  this rank's shard and brings every rank's parameters up to date. *stepped (may be null) says
