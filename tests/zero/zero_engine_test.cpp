@@ -18,6 +18,7 @@
 
 #include "common/rank_pool.hpp"
 #include "common/sanitizers.hpp"
+#include "adamw.hpp"
 #include "mlp.hpp"
 #include "zcoll/zero.hpp"
 
@@ -440,6 +441,73 @@ TEST_F(ZeroEngine, BadCallsAreRefusedWithTheirArgumentNamed) {
     }
     EXPECT_TRUE(engine->step(nullptr).ok());
   });
+}
+
+// Parameter groups with their own settings, a frozen group and a caller-set boundary (what
+// zcoll_torch.zero builds on): after two micro-batches (the first marked "not a boundary"), each
+// group's weights are torch's AdamW step with its settings on the mean gradient; the frozen group
+// keeps its values and refuses gradients.
+TEST_F(ZeroEngine, ParamGroupsFrozenGroupsAndTheBoundary) {
+  const std::vector<int64_t> sizes = {37, 20, 11};
+  const ParamGroupOptions opts[2] = {{0.01, 0.8, 0.99, 1e-6, 0.1}, {0.002, 0.9, 0.999, 1e-8, 0.0}};
+  auto init = [](int g, int64_t i) { return 0.01f * static_cast<float>((g + 1) * (i % 13)) - 0.05f; };
+  auto grad = [](int rank, int micro, int g, int64_t i) { return 0.001f * static_cast<float>((rank + 1) * (micro + 2) * (g + i % 7)); };
+  for (int stage = 0; stage <= 3; ++stage) {
+    pool4_->run([&](int rank, zcollComm_t comm) {
+      std::vector<GroupSpec> groups = {{"a", sizes[0], {}, 0, false}, {"b", sizes[1], {}, 1, false}, {"frozen", sizes[2], {}, 0, true}};
+      Result r;
+      auto engine = Engine::create(comm, parseConfig("{\"train_batch_size\": 4, \"zero_optimization\": {\"stage\": " +
+                                                         std::to_string(stage) + ", \"reduce_bucket_size\": 40}}", 4).config,
+                                   groups, EngineOptions{}, &r);
+      ASSERT_NE(engine, nullptr) << r.message;
+      for (int g = 0; g < 3; ++g) {
+        std::vector<float> v(static_cast<size_t>(sizes[static_cast<size_t>(g)]));
+        for (int64_t i = 0; i < sizes[static_cast<size_t>(g)]; ++i) v[static_cast<size_t>(i)] = init(g, i);
+        ASSERT_TRUE(engine->initParams(g, v.data()).ok());
+      }
+      for (int k = 0; k < 2; ++k) ASSERT_TRUE(engine->setParamGroup(k, opts[k]).ok());
+      EXPECT_EQ(engine->setParamGroup(2, opts[0]).code, zcollInvalidArgument);
+      EXPECT_EQ(engine->grads(2, &r), nullptr);
+      EXPECT_NE(r.message.find("frozen"), std::string::npos) << r.message;
+      for (int micro = 0; micro < 2; ++micro) {
+        if (micro == 0) ASSERT_TRUE(engine->setBoundary(Boundary::No).ok());
+        EXPECT_EQ(engine->atBoundary(), micro == 1);
+        for (int g = 2; g >= 0; --g) {
+          if (engine->fetch(g).code != zcollSuccess) FAIL() << "fetch";
+          if (g < 2) {
+            float* gp = static_cast<float*>(engine->grads(g, &r));
+            ASSERT_NE(gp, nullptr) << r.message;
+            for (int64_t i = 0; i < sizes[static_cast<size_t>(g)]; ++i) gp[i] += grad(rank, micro, g, i);
+            ASSERT_TRUE(engine->gradsReady(g).ok());
+          }
+          ASSERT_TRUE(engine->release(g).ok());
+        }
+        bool stepped = true;
+        ASSERT_TRUE(engine->step(&stepped).ok());
+        EXPECT_EQ(stepped, micro == 1) << "stage " << stage << " micro-batch " << micro;
+      }
+      for (int g = 0; g < 3; ++g) {
+        const size_t n = static_cast<size_t>(sizes[static_cast<size_t>(g)]);
+        std::vector<float> got(n), want(n), mean(n, 0.f), m(n, 0.f), v(n, 0.f);
+        ASSERT_TRUE(engine->gatherMaster(g, got.data()).ok());
+        for (size_t i = 0; i < n; ++i) {
+          want[i] = init(g, static_cast<int64_t>(i));
+          for (int q = 0; q < 4; ++q)
+            for (int micro = 0; micro < 2; ++micro) mean[i] += grad(q, micro, g, static_cast<int64_t>(i));
+          mean[i] *= 0.25f;  // over ranks (gradient_accumulation_steps is 1)
+        }
+        if (g < 2) {
+          AdamStep a;
+          a.lr = static_cast<float>(opts[g].lr), a.beta1 = static_cast<float>(opts[g].beta1);
+          a.beta2 = static_cast<float>(opts[g].beta2), a.eps = static_cast<float>(opts[g].eps);
+          a.weightDecay = static_cast<float>(opts[g].weightDecay), a.step = 1, a.decoupled = true;
+          adamStepScalar(want.data(), mean.data(), m.data(), v.data(), n, a);
+        }
+        for (size_t i = 0; i < n; ++i)
+          ASSERT_NEAR(got[i], want[i], 1e-6) << "stage " << stage << " group " << g << " element " << i;
+      }
+    });
+  }
 }
 
 // A rank that stops answering makes the others fail within the communicator's timeout.

@@ -22,14 +22,16 @@ def free_port():
         return s.getsockname()[1]
 
 
-def launch(n, scenario, timeout=600, env=None):
-    """Starts n ranks of worker.py SCENARIO with torchrun's variables; returns [(rc, output)]."""
+def launch(n, scenario, timeout=600, env=None, worker=WORKER):
+    """Starts n ranks of worker.py SCENARIO (a list: with arguments) with torchrun's variables;
+    returns [(rc, output)]."""
+    args = scenario if isinstance(scenario, list) else [scenario]
     port = free_port()
     procs = []
     for rank in range(n):
         e = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), LOCAL_RANK=str(rank),
                  WORLD_SIZE=str(n), LOCAL_WORLD_SIZE=str(n), OMP_NUM_THREADS="1", **(env or {}))
-        procs.append(subprocess.Popen([PYTHON, WORKER, scenario], env=e, stdout=subprocess.PIPE,
+        procs.append(subprocess.Popen([PYTHON, worker] + args, env=e, stdout=subprocess.PIPE,
                                       stderr=subprocess.STDOUT, text=True))
     out = []
     deadline = time.monotonic() + timeout

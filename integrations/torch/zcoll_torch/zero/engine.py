@@ -398,6 +398,9 @@ class ZeroEngine(torch.nn.Module):
         if boundary:
             self.global_steps += 1
             if stepped and self.lr_scheduler is not None and not isinstance(self.lr_scheduler, _ConfigScheduler):
+                opt = getattr(self.lr_scheduler, "optimizer", None)
+                if opt is not None:  # torch's schedulers count the steps of the optimizer they were made on
+                    opt._step_count = getattr(opt, "_step_count", 0) + 1
                 self.lr_scheduler.step(**(lr_kwargs or {}))
         return stepped
 
