@@ -32,6 +32,18 @@ TEST(ZeroPartition, BucketsPackConsecutiveGroupsAndPadToThePartitionCount) {
   EXPECT_EQ(p.shardNumel(), 4 + 2 + 25 + 1);
 }
 
+// A unit never mixes frozen and trainable groups (frozen ones are neither reduced nor updated).
+TEST(ZeroPartition, FrozenGroupsNeverShareAUnitWithTrainableOnes) {
+  Partition p({3, 4, 5, 6, 2}, 2, 100, {false, true, true, false, false});
+  ASSERT_EQ(p.units().size(), 3u);  // {3}, {4, 5} frozen, {6, 2}
+  EXPECT_EQ(p.units()[0].endGroup, 1);
+  EXPECT_EQ(p.units()[1].firstGroup, 1);
+  EXPECT_EQ(p.units()[1].endGroup, 3);
+  EXPECT_EQ(p.units()[2].firstGroup, 3);
+  EXPECT_EQ(p.units()[2].endGroup, 5);
+  EXPECT_EQ(p.totalNumel(), 20);
+}
+
 TEST(ZeroPartition, OffsetsAndSizesAddUp) {
   const std::vector<int64_t> numel = {10, 5, 7, 100, 3, 1, 64};
   for (int parts : {1, 2, 3, 4, 7, 8}) {
