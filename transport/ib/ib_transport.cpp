@@ -228,9 +228,11 @@ Status IbTransport::create(const TransportArgs& args, std::unique_ptr<Transport>
       ZCOLL_INFO(Init, t->rank_, "ib transport not used: rank {}: {}", r, u.why);
       return Status::ok();
     }
-    if (r == t->rank_) return opened;
-    return makeStatus(u.badSetting ? StatusCode::InvalidArgument : StatusCode::System, "rank {} has no usable RDMA port: {}",
-                      r, u.why);
+    // Forced and refused by a rank: every rank knows it from the exchange, so each reports it as its own
+    // refusal (NotSupported), not as the other ranks leaving the creation.
+    const StatusCode code = u.badSetting ? StatusCode::InvalidArgument : StatusCode::NotSupported;
+    if (r == t->rank_) return Status(code, std::string(opened.message()));
+    return makeStatus(code, "rank {} has no usable RDMA port: {}", r, u.why);
   }
   ibv_port_attr pa{};
   if (int e = ibv_query_port(t->ctx_, static_cast<uint8_t>(port.port), &pa)) return verbsError("ibv_query_port", e);
