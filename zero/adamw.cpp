@@ -29,8 +29,8 @@ Coefficients coefficients(const AdamStep& a) {
   c.oneMinusB1 = 1.0f - a.beta1;
   c.b2 = a.beta2;
   c.oneMinusB2 = 1.0f - a.beta2;
-  const double bc1 = 1.0 - std::pow(static_cast<double>(a.beta1), static_cast<double>(a.step));
-  const double bc2 = 1.0 - std::pow(static_cast<double>(a.beta2), static_cast<double>(a.step));
+  const double bc1 = a.biasCorrection ? 1.0 - std::pow(static_cast<double>(a.beta1), static_cast<double>(a.step)) : 1.0;
+  const double bc2 = a.biasCorrection ? 1.0 - std::pow(static_cast<double>(a.beta2), static_cast<double>(a.step)) : 1.0;
   c.stepSize = static_cast<float>(a.lr / bc1);
   c.bc2Sqrt = static_cast<float>(std::sqrt(bc2));
   c.eps = a.eps;

@@ -21,6 +21,7 @@ struct AdamStep {
   float weightDecay = 0.01f;
   int64_t step = 1;      // 1-based, for the bias corrections
   bool decoupled = true;  // AdamW (decay the weights); false: Adam (decay added to the gradient)
+  bool biasCorrection = true;  // false: the moments are used as they are (1 - b^t taken as 1)
 };
 
 // PyTorch's single-tensor Adam/AdamW, element by element:

@@ -35,22 +35,46 @@ std::string typeName(const json& v) {
 // One JSON object; `path` prefixes its keys in messages ("zero_optimization.stage").
 class Reader {
  public:
-  Reader(const json& obj, std::string path, std::vector<std::string>* warnings)
-      : obj_(obj), path_(std::move(path)), warnings_(warnings) {}
+  // What a key nobody read means: at the top level a warning (DeepSpeed ignores keys it does not
+  // know there), inside a section an error (DeepSpeed's sections refuse them, or pass them on to a
+  // constructor that does).
+  enum class Unknown { Warn, Refuse };
+  // autoIsDefault: "auto" is DeepSpeed's default (zero_optimization), else refused.
+  Reader(const json& obj, std::string path, std::vector<std::string>* warnings, Unknown unknown = Unknown::Refuse,
+         bool autoIsDefault = false)
+      : obj_(obj), path_(std::move(path)), warnings_(warnings), unknown_(unknown), autoIsDefault_(autoIsDefault) {}
 
-  // Keys present but never read: unknown to zcoll (a warning, as DeepSpeed does for extras).
   void finish() {
-    for (auto it = obj_.begin(); it != obj_.end(); ++it)
-      if (!read_.count(it.key())) warnings_->push_back("unknown key " + name(it.key()) + " (ignored)");
+    for (auto it = obj_.begin(); it != obj_.end(); ++it) {
+      if (read_.count(it.key())) continue;
+      if (unknown_ == Unknown::Refuse) throw ConfigError("unknown key " + name(it.key()) + " (not a DeepSpeed key zcoll knows)");
+      warnings_->push_back("unknown key " + name(it.key()) + " (ignored)");
+    }
+  }
+
+  // Whether the key holds a value ("auto" where it means the default does not).
+  bool has(const std::string& key) const {
+    auto it = obj_.find(key);
+    if (it == obj_.end() || it->is_null()) return false;
+    return !(autoIsDefault_ && it->is_string() && it->get<std::string>() == "auto");
   }
 
   const json* find(const std::string& key) {
     read_.insert(key);
     auto it = obj_.find(key);
     if (it == obj_.end() || it->is_null()) return nullptr;
-    if (it->is_string() && it->get<std::string>() == "auto")
-      throw ConfigError(name(key) + " is \"auto\": put the value in (zcoll fills no \"auto\")");
+    if (it->is_string() && it->get<std::string>() == "auto") {
+      if (autoIsDefault_) return nullptr;
+      throw ConfigError(name(key) + " is \"auto\": put the value in (\"auto\" is filled by Hugging Face's "
+                        "integration, not by DeepSpeed)");
+    }
     return &*it;
+  }
+  // A key zcoll takes only at the value that is DeepSpeed's default (or equivalent here): any other
+  // value is refused with `why`.
+  void only(const std::string& key, const json& allowed, const std::string& why) {
+    if (const json* v = find(key); v && *v != allowed)
+      throw ConfigError(name(key) + ": " + v->dump() + " is not supported (" + why + ")");
   }
 
   void boolean(const std::string& key, bool* out) {
@@ -98,6 +122,7 @@ class Reader {
     return v;
   }
   std::string name(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+  std::vector<std::string>* warnings() const { return warnings_; }
 
  private:
   static std::string number(double d) {
@@ -108,13 +133,15 @@ class Reader {
   const json& obj_;
   std::string path_;
   std::vector<std::string>* warnings_;
+  Unknown unknown_;
+  bool autoIsDefault_;
   std::set<std::string> read_;
 };
 
 void readOffload(Reader& parent, const std::string& key, std::vector<std::string>* warnings, OffloadConfig* out) {
   const json* o = parent.object(key);
   if (!o) return;
-  Reader r(*o, parent.name(key), warnings);
+  Reader r(*o, parent.name(key), warnings, Reader::Unknown::Refuse, /*autoIsDefault=*/true);
   std::string device = "none";
   r.string("device", &device);
   if (device == "none") out->device = OffloadDevice::None;
@@ -122,45 +149,97 @@ void readOffload(Reader& parent, const std::string& key, std::vector<std::string
   else if (device == "nvme") out->device = OffloadDevice::Nvme;
   else throw ConfigError(r.name("device") + ": \"" + device + "\" is not one of none, cpu, nvme");
   r.boolean("pin_memory", &out->pinMemory);
-  r.string("nvme_path", &out->nvmePath);
-  r.integer("buffer_count", &out->bufferCount, 1, 1 << 20);
-  // DeepSpeed's tuning knobs of its NVMe and pipelined paths: accepted, not used.
-  for (const char* k : {"buffer_size", "max_in_cpu", "pipeline_read", "pipeline_write", "fast_init", "ratio"}) r.find(k);
   if (out->device == OffloadDevice::Nvme)
     throw ConfigError(parent.name(key) + ".device: \"nvme\" is not supported (use \"cpu\")");
+  // The NVMe path's knobs: DeepSpeed reads them only with device "nvme", which is refused above.
+  r.string("nvme_path", &out->nvmePath);
+  r.integer("buffer_count", &out->bufferCount, 1, 1 << 20);
+  for (const char* k : {"buffer_size", "max_in_cpu", "pipeline_read", "pipeline_write", "fast_init"}) r.find(k);
+  r.only("ratio", 1.0, "a partial optimizer offload; zcoll offloads all of it");
   r.finish();
+}
+
+// An integer key under its DeepSpeed name or its alias (DeepSpeed takes both; both given must agree).
+void aliased(Reader& r, const std::string& key, const std::string& alias, int64_t* out) {
+  int64_t a = *out, b = *out;
+  r.integer(key, &a, 0, INT64_MAX / 8);
+  r.integer(alias, &b, 0, INT64_MAX / 8);
+  if (r.has(key) && r.has(alias) && a != b)
+    throw ConfigError(r.name(key) + " and " + r.name(alias) + " (the same setting) differ");
+  *out = r.has(key) ? a : b;
 }
 
 void readZero(Reader& top, std::vector<std::string>* warnings, ZeroOptimization* z) {
   const json* o = top.object("zero_optimization");
   if (!o) return;
-  Reader r(*o, "zero_optimization", warnings);
+  Reader r(*o, "zero_optimization", warnings, Reader::Unknown::Refuse, /*autoIsDefault=*/true);
   r.integer("stage", &z->stage, 0, 3);
   z->overlapComm = z->stage == 3;  // DeepSpeed's default depends on the stage
   r.boolean("overlap_comm", &z->overlapComm);
   r.boolean("reduce_scatter", &z->reduceScatter);
-  r.integer("reduce_bucket_size", &z->reduceBucketSize, 1, INT64_MAX / 8);
+  // 0 is DeepSpeed's "one parameter per bucket": the smallest bucket does that here too.
+  r.integer("reduce_bucket_size", &z->reduceBucketSize, 0, INT64_MAX / 8);
+  z->reduceBucketSize = std::max<int64_t>(z->reduceBucketSize, 1);
+  // Schedules that give the same result whatever their value (zcoll gathers the updated parameters
+  // with all-gathers of its own buckets, into contiguous buffers, copying gradients on every rank).
   r.boolean("allgather_partitions", &z->allgatherPartitions);
-  r.integer("allgather_bucket_size", &z->allgatherBucketSize, 1, INT64_MAX / 8);
+  r.integer("allgather_bucket_size", &z->allgatherBucketSize, 0, INT64_MAX / 8);
   r.boolean("contiguous_gradients", &z->contiguousGradients);
+  r.boolean("round_robin_gradients", &z->roundRobinGradients);
+  for (const char* k : {"use_multi_rank_bucket_allreduce", "log_trace_cache_warnings"}) {
+    bool ignored = false;
+    r.boolean(k, &ignored);
+  }
+  // DeepSpeed's legacy offload switches, as DeepSpeed maps them.
+  bool cpuOffload = false, cpuOffloadParams = false, pin = false;
+  r.boolean("cpu_offload", &cpuOffload);
+  r.boolean("cpu_offload_params", &cpuOffloadParams);
+  r.boolean("cpu_offload_param", &cpuOffloadParams);
+  r.boolean("cpu_offload_use_pin_memory", &pin);
   readOffload(r, "offload_optimizer", warnings, &z->offloadOptimizer);
   readOffload(r, "offload_param", warnings, &z->offloadParam);
+  if (cpuOffload) {
+    if (r.has("offload_optimizer")) throw ConfigError("zero_optimization.cpu_offload and offload_optimizer: keep one");
+    z->offloadOptimizer.device = OffloadDevice::Cpu;
+    z->offloadOptimizer.pinMemory = pin;
+  }
+  if (cpuOffloadParams) {
+    if (r.has("offload_param")) throw ConfigError("zero_optimization.cpu_offload_params and offload_param: keep one");
+    z->offloadParam.device = OffloadDevice::Cpu;
+    z->offloadParam.pinMemory = pin;
+  }
   r.integer("sub_group_size", &z->subGroupSize, 0, INT64_MAX / 8);
-  r.integer("stage3_prefetch_bucket_size", &z->stage3PrefetchBucketSize, 0, INT64_MAX / 8);
-  r.integer("stage3_param_persistence_threshold", &z->stage3ParamPersistenceThreshold, 0, INT64_MAX / 8);
-  r.integer("stage3_max_live_parameters", &z->stage3MaxLiveParameters, 0, INT64_MAX / 8);
-  r.integer("stage3_max_reuse_distance", &z->stage3MaxReuseDistance, 0, INT64_MAX / 8);
+  aliased(r, "stage3_prefetch_bucket_size", "prefetch_bucket_size", &z->stage3PrefetchBucketSize);
+  aliased(r, "stage3_param_persistence_threshold", "param_persistence_threshold", &z->stage3ParamPersistenceThreshold);
+  aliased(r, "stage3_max_live_parameters", "max_live_parameters", &z->stage3MaxLiveParameters);
+  aliased(r, "stage3_max_reuse_distance", "max_reuse_distance", &z->stage3MaxReuseDistance);
   r.boolean("stage3_gather_16bit_weights_on_model_save", &z->stage3Gather16bitWeightsOnModelSave);
-  r.boolean("stage3_gather_fp16_weights_on_model_save", &z->stage3Gather16bitWeightsOnModelSave);  // older name
-  r.boolean("round_robin_gradients", &z->roundRobinGradients);
-  // DeepSpeed keys with no effect here (single-copy load, elastic checkpoints, ...): accepted.
-  for (const char* k : {"load_from_fp32_weights", "elastic_checkpoint", "ignore_unused_parameters",
-                        "use_multi_rank_bucket_allreduce", "memory_efficient_linear"})
-    r.find(k);
+  r.boolean("stage3_gather_fp16_weights_on_model_save", &z->stage3Gather16bitWeightsOnModelSave);  // older names
+  r.boolean("gather_16bit_weights_on_model_save", &z->stage3Gather16bitWeightsOnModelSave);
+  // DeepSpeed's defaults, which are what zcoll does; other values are features it does not have.
+  r.only("load_from_fp32_weights", true, "checkpoints always restore the fp32 master weights");
+  bool elastic = false;  // either way: zcoll's checkpoints load at any rank count and stage
+  r.boolean("elastic_checkpoint", &elastic);
+  r.only("ignore_unused_parameters", true, "a parameter without a gradient in a step is always tolerated");
+  r.only("memory_efficient_linear", true, "stage 3 always runs its own linear, which keeps no weight copy");
+  r.only("override_module_apply", true, "module.apply under zcoll_torch.zero.Init always sees gathered parameters");
+  r.only("legacy_stage1", false, "DeepSpeed's old stage 1 implementation");
+  r.only("model_persistence_threshold", json(INT64_MAX), "a cap on the persistent parameters of the model");
+  r.only("zero_hpz_partition_size", 1, "ZeRO++'s hierarchical partitioning");
+  r.only("zero_quantized_weights", false, "ZeRO++'s quantized weights");
+  r.only("zero_quantized_nontrainable_weights", false, "ZeRO++'s quantized weights");
+  r.only("zero_quantized_gradients", false, "ZeRO++'s quantized gradients");
+  r.only("mics_shard_size", -1, "MiCS sharding");
+  r.only("mics_hierarchical_params_gather", false, "MiCS sharding");
+  r.only("pipeline_loading_checkpoint", false, "pipeline-parallel checkpoint loading");
   if (z->offloadOptimizer.device != OffloadDevice::None && z->stage == 0)
     throw ConfigError("zero_optimization.offload_optimizer needs stage 1, 2 or 3 (stage is 0)");
-  if (z->offloadParam.device != OffloadDevice::None && z->stage != 3)
-    throw ConfigError("zero_optimization.offload_param needs stage 3 (stage is " + std::to_string(z->stage) + ")");
+  // As in DeepSpeed, offload_param applies at stage 3 only: below, the parameters stay where they are.
+  if (z->offloadParam.device != OffloadDevice::None && z->stage != 3) {
+    warnings->push_back("zero_optimization.offload_param applies at stage 3 only (stage is " +
+                        std::to_string(z->stage) + "): the parameters are not offloaded");
+    z->offloadParam = OffloadConfig{};
+  }
   r.finish();
 }
 
@@ -175,13 +254,22 @@ void readFp16(Reader& top, std::vector<std::string>* warnings, TrainConfig* c) {
     r.integer("hysteresis", &f.hysteresis, 1, 1 << 20);
     r.boolean("consecutive_hysteresis", &f.consecutiveHysteresis);
     r.real("min_loss_scale", &f.minLossScale, 0, 1e30);
-    r.find("auto_cast");
+    r.boolean("auto_cast", &f.autoCast);
+    r.only("fp16_master_weights_and_grads", false, "the master weights and gradients are fp32");
     r.finish();
   }
-  if (const json* o = top.object("bf16")) {
-    Reader r(*o, "bf16", warnings);
-    r.boolean("enabled", &c->bf16);
-    r.finish();
+  // "bfloat16" is DeepSpeed's older name of the section.
+  for (const char* section : {"bf16", "bfloat16"}) {
+    if (const json* o = top.object(section)) {
+      Reader r(*o, section, warnings);
+      bool on = false;
+      r.boolean("enabled", &on);
+      r.only("immediate_grad_update", false, "gradients are reduced per bucket, not applied per parameter");
+      r.finish();
+      if (top.has("bf16") && top.has("bfloat16") && on != c->bf16)
+        throw ConfigError("bf16.enabled and bfloat16.enabled (the same setting) differ");
+      c->bf16 = on;
+    }
   }
   if (c->fp16.enabled && c->bf16) throw ConfigError("fp16.enabled and bf16.enabled are both true: choose one");
 }
@@ -190,12 +278,26 @@ void readOptimizer(Reader& top, std::vector<std::string>* warnings, OptimizerCon
   const json* o = top.object("optimizer");
   if (!o) return;
   Reader r(*o, "optimizer", warnings);
-  r.string("type", &opt->type);
-  if (opt->type != "Adam" && opt->type != "AdamW")
-    throw ConfigError("optimizer.type: \"" + opt->type + "\" is not supported (Adam, AdamW)");
-  if (opt->type == "Adam") opt->weightDecay = 0;  // torch.optim.Adam's default
+  opt->given = true;
+  std::string type;
+  r.string("type", &type);
+  if (type != "Adam" && type != "AdamW")
+    throw ConfigError("optimizer.type: \"" + type + "\" is not supported (Adam, AdamW)");
+  // DeepSpeed: "AdamW" is decoupled; "Adam" too unless adam_w_mode is false. Its FusedAdam and CPU
+  // Adam decay by 0 by default; with torch_adam it builds torch.optim.Adam/AdamW (AdamW: 0.01).
+  bool adamW = true, torchAdam = false;
+  opt->weightDecay = 0;
   if (const json* p = r.object("params")) {
     Reader pr(*p, "optimizer.params", warnings);
+    pr.boolean("adam_w_mode", &adamW);
+    pr.boolean("torch_adam", &torchAdam);
+    adamW = adamW || type == "AdamW";
+    if (torchAdam && adamW) opt->weightDecay = 0.01;
+    pr.boolean("bias_correction", &opt->biasCorrection);
+    if (torchAdam && pr.has("bias_correction"))
+      throw ConfigError("optimizer.params.bias_correction: torch_adam builds torch.optim.Adam, which has no such "
+                        "argument (DeepSpeed fails there too)");
+    pr.only("amsgrad", false, "the AMSGrad variant (DeepSpeed's FusedAdam and CPU Adam refuse it too)");
     pr.real("lr", &opt->lr, 0, 1e6);
     if (const json* b = pr.find("betas")) {
       if (!b->is_array() || b->size() != 2 || !(*b)[0].is_number() || !(*b)[1].is_number())
@@ -207,12 +309,9 @@ void readOptimizer(Reader& top, std::vector<std::string>* warnings, OptimizerCon
     }
     pr.real("eps", &opt->eps, 0, 1);
     pr.real("weight_decay", &opt->weightDecay, 0, 1e6);
-    bool adamW = opt->type == "AdamW";
-    pr.boolean("adam_w_mode", &adamW);
-    if (adamW) opt->type = "AdamW";
-    for (const char* k : {"bias_correction", "torch_adam", "amsgrad"}) pr.find(k);
     pr.finish();
   }
+  opt->type = adamW ? "AdamW" : "Adam";
   r.finish();
 }
 
@@ -236,7 +335,7 @@ void readScheduler(Reader& top, std::vector<std::string>* warnings, SchedulerCon
     if (warmup == "log") s->warmupType = SchedulerConfig::Warmup::Log;
     else if (warmup == "linear") s->warmupType = SchedulerConfig::Warmup::Linear;
     else throw ConfigError("scheduler.params.warmup_type: \"" + warmup + "\" is not one of log, linear");
-    pr.find("last_batch_iteration");
+    pr.only("last_batch_iteration", -1, "a scheduler resumed by hand; load_checkpoint restores its step");
     pr.finish();
   }
   if (s->type == SchedulerConfig::Type::WarmupDecayLR && s->totalNumSteps <= s->warmupNumSteps)
@@ -280,6 +379,75 @@ void readBatch(Reader& top, int ranks, TrainConfig* c) {
   c->trainBatchSize = micro * accum * n;
 }
 
+// How gradients are reduced: in the training precision, scaled around the sum as DeepSpeed does.
+void readCommunication(Reader& top, TrainConfig* c) {
+  top.real("gradient_predivide_factor", &c->gradientPredivideFactor, 1e-30, 1e30);
+  top.boolean("prescale_gradients", &c->prescaleGradients);
+  if (c->prescaleGradients && top.has("gradient_predivide_factor") && c->gradientPredivideFactor != 1)
+    throw ConfigError("prescale_gradients and gradient_predivide_factor: DeepSpeed uses the factor only without "
+                      "prescaling: keep one");
+  std::string comm;
+  top.string("communication_data_type", &comm);
+  if (comm.empty()) return;
+  const std::string training = c->fp16.enabled ? "fp16" : c->bf16 ? "bf16" : "fp32";
+  if (comm != "fp32" && comm != "fp16" && comm != "bf16")
+    throw ConfigError("communication_data_type: \"" + comm + "\" is not one of fp32, fp16, bf16");
+  if (comm != training)
+    throw ConfigError("communication_data_type: \"" + comm + "\" is not supported with " + training +
+                      " training: gradients are reduced in the training precision (" + training + ")");
+}
+
+// The front end's log, data loader and checkpoint tags (zcoll_torch.zero honours them).
+void readFrontEnd(Reader& top, std::vector<std::string>* warnings, TrainConfig::FrontEnd* r) {
+  top.integer("steps_per_print", &r->stepsPerPrint, 1, INT64_MAX / 8);
+  top.boolean("wall_clock_breakdown", &r->wallClockBreakdown);
+  top.boolean("memory_breakdown", &r->memoryBreakdown);
+  top.boolean("dump_state", &r->dumpState);
+  top.boolean("dataloader_drop_last", &r->dataloaderDropLast);
+  // Adam and AdamW, the only optimizers the engine runs, are on DeepSpeed's tested list; offload
+  // always runs the engine's CPU Adam (DeepSpeed's zero_force_ds_cpu_optimizer).
+  for (const char* k : {"zero_allow_untested_optimizer", "zero_force_ds_cpu_optimizer"}) {
+    bool unused = false;
+    top.boolean(k, &unused);
+  }
+  if (const json* o = top.object("checkpoint")) {
+    Reader c(*o, "checkpoint", warnings);
+    c.string("tag_validation", &r->tagValidation);
+    if (r->tagValidation != "Ignore" && r->tagValidation != "Warn" && r->tagValidation != "Fail")
+      throw ConfigError("checkpoint.tag_validation: \"" + r->tagValidation + "\" is not one of Ignore, Warn, Fail");
+    c.only("use_node_local_storage", false, "every rank writes into the one checkpoint directory");
+    c.only("load_universal", false, "zcoll's checkpoints load at any rank count and stage without conversion");
+    c.finish();
+  }
+}
+
+// DeepSpeed features zcoll does not have: a section that would turn one on is refused, naming it;
+// one that leaves it off is accepted.
+void refuseFeatures(Reader& top) {
+  // Sections with an "enabled" switch.
+  for (const char* k : {"amp", "tensorboard", "wandb", "csv_monitor", "comet", "flops_profiler", "comms_logger",
+                        "autotuning", "elasticity", "compression_training", "data_efficiency", "curriculum_learning",
+                        "eigenvalue", "progressive_layer_drop", "hybrid_engine", "nebula", "quantize_training",
+                        "torch_autocast", "compile", "weight_quantization"}) {
+    const json* v = top.find(k);
+    if (!v) continue;
+    if (!v->is_object()) throw ConfigError(std::string(k) + ": expected an object, got " + typeName(*v));
+    auto e = v->find("enabled");
+    if (e != v->end() && e->is_boolean() && !e->get<bool>()) continue;
+    throw ConfigError(std::string(k) + " is not supported by zcoll_torch.zero (leave it out, or \"enabled\": false)");
+  }
+  // Sections that act whenever present.
+  for (const char* k : {"activation_checkpointing", "sparse_attention", "pipeline", "aio", "data_types",
+                        "sequence_parallel_size", "seq_parallel_communication_data_type"}) {
+    if (top.find(k))
+      throw ConfigError(std::string(k) + " is not supported by zcoll_torch.zero (zcoll has no such feature: leave it out)");
+  }
+  const bool off = false;
+  top.only("sparse_gradients", off, "sparse gradients are reduced dense");
+  top.only("fp32_allreduce", off, "gradients are reduced in the training precision");
+  top.only("disable_allgather", off, "the updated parameters are always all-gathered");
+}
+
 }  // namespace
 
 double SchedulerConfig::lrAt(int64_t step, double optimizerLr) const {
@@ -301,16 +469,16 @@ ParseResult parseConfig(std::string_view text, int ranks) {
     if (ranks < 1) throw ConfigError("ranks: " + std::to_string(ranks) + " is not a rank count");
     json doc = json::parse(text.begin(), text.end());
     if (!doc.is_object()) throw ConfigError("the configuration must be a JSON object, got " + typeName(doc));
-    Reader top(doc, "", &res.warnings);
+    Reader top(doc, "", &res.warnings, Reader::Unknown::Warn);
     readZero(top, &res.warnings, &res.config.zero);
     readFp16(top, &res.warnings, &res.config);
     readOptimizer(top, &res.warnings, &res.config.optimizer);
     readScheduler(top, &res.warnings, &res.config.scheduler);
     readBatch(top, ranks, &res.config);
     top.real("gradient_clipping", &res.config.gradientClipping, 0, 1e30);
-    for (const char* k : {"steps_per_print", "wall_clock_breakdown", "zero_allow_untested_optimizer", "prescale_gradients",
-                          "gradient_predivide_factor", "communication_data_type", "dump_state"})
-      top.find(k);  // DeepSpeed's logging and tuning keys: accepted, not used
+    readCommunication(top, &res.config);
+    readFrontEnd(top, &res.warnings, &res.config.frontEnd);
+    refuseFeatures(top);
     top.finish();
     res.ok = true;
   } catch (const json::parse_error& e) {

@@ -220,7 +220,8 @@ Result EngineImpl::crossCheck(bool locallyOk) {
   for (uint64_t v : {uint64_t(z.stage), uint64_t(z.reduceBucketSize), uint64_t(z.overlapComm), uint64_t(config_.fp16.enabled),
                      uint64_t(config_.bf16), uint64_t(config_.gradientAccumulationSteps),
                      uint64_t(z.stage3ParamPersistenceThreshold), uint64_t(z.stage3PrefetchBucketSize),
-                     uint64_t(z.stage3MaxLiveParameters), uint64_t(z.stage3MaxReuseDistance), uint64_t(z.subGroupSize)})
+                     uint64_t(z.stage3MaxLiveParameters), uint64_t(z.stage3MaxReuseDistance), uint64_t(z.subGroupSize),
+                     uint64_t(config_.prescaleGradients), uint64_t(predivideFactor() * 1024)})
     cfg = mix(cfg, v);
   const uint64_t mine[5] = {locallyOk ? 1u : 0u, groups_.size(), total, groupsHash, cfg};
   std::vector<uint64_t> all(5 * static_cast<size_t>(ranks_));
@@ -236,7 +237,7 @@ Result EngineImpl::crossCheck(bool locallyOk) {
   if (badRank < 0) return {};
   const std::string who = "rank " + std::to_string(badRank);
   if (field == 0) return {zcollInvalidArgument, "Engine::create: " + who + " rejected its own arguments (its error says why)"};
-  if (field == 4) return {zcollInvalidArgument, "Engine::create: " + who + "'s configuration differs from rank 0's (stage, buckets, precision, accumulation or stage3_* keys)"};
+  if (field == 4) return {zcollInvalidArgument, "Engine::create: " + who + "'s configuration differs from rank 0's (stage, buckets, precision, accumulation, gradient scaling or stage3_* keys)"};
   if (field == 1 || field == 2) {
     return {zcollInvalidArgument, "Engine::create: mismatched parameter registration: rank 0 registered " +
                                       std::to_string(all[1]) + " groups of " + std::to_string(all[2]) + " elements, " +
@@ -424,6 +425,31 @@ Result EngineImpl::gradsReady(int g) {
   return launchUnit(u);
 }
 
+// DeepSpeed's gradient_predivide_factor (prescale_gradients: the rank count): gradients are scaled by
+// 1/f before their sum, and by f/ranks in the step (optimizerStep's inv), so that fp16 sums stay in range.
+double EngineImpl::predivideFactor() const {
+  return config_.prescaleGradients ? static_cast<double>(ranks_) : config_.gradientPredivideFactor;
+}
+
+void EngineImpl::preDivide(std::byte* buf, int64_t n) {
+  const double f = predivideFactor();
+  if (f == 1.0 || n == 0) return;
+  const float k = static_cast<float>(1.0 / f);
+  if (dtype_ == DType::F32) {
+    float* x = reinterpret_cast<float*>(buf);
+    for (int64_t i = 0; i < n; ++i) x[i] *= k;
+    return;
+  }
+  float* scratch = reinterpret_cast<float*>(scratch_.data());
+  for (int64_t off = 0; off < n; off += scratchElems_) {
+    const int64_t len = std::min(scratchElems_, n - off);
+    std::byte* at = buf + static_cast<size_t>(off) * esize();
+    toFloat32(dtype_, at, scratch, len);
+    for (int64_t i = 0; i < len; ++i) scratch[i] *= k;
+    fromFloat32(dtype_, scratch, at, len);
+  }
+}
+
 // Issues a bucket's reduction: stages 0-1 only at the accumulation boundary, in place in the full
 // gradients (all-reduce, or reduce-scatter into this rank's slice); stages 2-3 every micro-batch,
 // a reduce-scatter of the bucket slot whose slice finish() adds to the shard.
@@ -437,6 +463,7 @@ Result EngineImpl::launchUnit(int u) {
   const int64_t bytes = unit.padded * static_cast<int64_t>(esize());
   if (stage() == 0) {
     std::byte* buf = at(grads_, unit.flatOffset);
+    preDivide(buf, unit.padded);
     issue(zcollAllReduceAsync(buf, buf, static_cast<size_t>(unit.padded), zdtype_, zcollSum, comm_, &req), req,
           Kind::GradReduce, u, -1, &r);
     stats_.reduceBytes += 2 * bytes;
@@ -452,6 +479,7 @@ Result EngineImpl::launchUnit(int u) {
       buf = slots_[static_cast<size_t>(slot)].data();
     }
     std::byte* mine = buf + static_cast<size_t>(part_ * unit.slice) * esize();
+    preDivide(buf, unit.padded);
     if (config_.zero.reduceScatter || stage() == 3) {
       issue(zcollReduceScatterAsync(buf, mine, static_cast<size_t>(unit.slice), zdtype_, zcollSum, comm_, &req), req,
             Kind::GradReduce, u, slot, &r);

@@ -120,6 +120,8 @@ class EngineImpl final : public Engine {
   int acquireSlot(Result* result);
   void releaseSlot(int slot);
   Result launchUnit(int u);
+  double predivideFactor() const;
+  void preDivide(std::byte* buf, int64_t n);
 
   // Stage 3 parameters.
   Result gatherUnit(int u, bool prefetch);

@@ -152,7 +152,8 @@ Result EngineImpl::optimizerStep(bool* stepped) {
   const auto t0 = Clock::now();
   const auto& units = partition_->units();
   float* scratch = reinterpret_cast<float*>(scratch_.data());
-  const double inv = 1.0 / (scaler_.scale() * ranks_ * static_cast<double>(config_.gradientAccumulationSteps));
+  const double inv =
+      predivideFactor() / (scaler_.scale() * ranks_ * static_cast<double>(config_.gradientAccumulationSteps));
 
   // The global norm (and the overflow check: inf or NaN anywhere makes it non-finite).
   double sumsq = 0;
@@ -198,6 +199,7 @@ Result EngineImpl::optimizerStep(bool* stepped) {
     a.weightDecay = static_cast<float>(o.weightDecay);
     a.step = stepsTaken_ + 1;
     a.decoupled = config_.optimizer.type == "AdamW";
+    a.biasCorrection = config_.optimizer.biasCorrection;
   }
   float* m = reinterpret_cast<float*>(expAvg_.data());
   float* v = reinterpret_cast<float*>(expAvgSq_.data());

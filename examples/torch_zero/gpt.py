@@ -70,7 +70,10 @@ def batch(data, step, rows, context, rank=0, ranks=1, seed=1234):
 
 
 def param_groups(model, weight_decay=0.1):
-    """Two groups as GPT trainers use: matrices decayed, biases and norms not (frozen ones left out)."""
-    decay = [p for n, p in model.named_parameters() if p.requires_grad and p.dim() >= 2]
-    rest = [p for n, p in model.named_parameters() if p.requires_grad and p.dim() < 2]
+    """Two groups as GPT trainers use: matrices decayed, biases and norms not (frozen ones left out).
+    A parameter sharded by zero.Init has empty storage: its shape is p.ds_shape."""
+    def matrix(p):
+        return len(getattr(p, "ds_shape", p.shape)) >= 2
+    decay = [p for n, p in model.named_parameters() if p.requires_grad and matrix(p)]
+    rest = [p for n, p in model.named_parameters() if p.requires_grad and not matrix(p)]
     return [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}]

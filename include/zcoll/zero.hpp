@@ -68,16 +68,21 @@ struct Fp16Config {
   int hysteresis = 2;                 ///< "hysteresis": overflows tolerated before lowering
   bool consecutiveHysteresis = false; ///< "consecutive_hysteresis"
   double minLossScale = 1;            ///< "min_loss_scale"
+  bool autoCast = false;              ///< "auto_cast": the front end casts floating inputs to fp16
 };
 
-/** "optimizer": Adam or AdamW (decoupled weight decay). */
+/** "optimizer": AdamW (decoupled weight decay) or Adam (decay added to the gradient). As in
+ *  DeepSpeed, "type": "Adam" runs AdamW unless "params.adam_w_mode" is false, and the weight decay
+ *  defaults to 0 (0.01 with "torch_adam" AdamW, torch.optim.AdamW's). */
 struct OptimizerConfig {
-  std::string type = "AdamW"; ///< "type": Adam or AdamW
+  std::string type = "AdamW"; ///< "AdamW" (decoupled) or "Adam" (L2-coupled)
+  bool given = false;         ///< an "optimizer" section was present (DeepSpeed needs one or a client optimizer)
   double lr = 1e-3;           ///< "params.lr"
   double beta1 = 0.9;         ///< "params.betas"[0]
   double beta2 = 0.999;       ///< "params.betas"[1]
   double eps = 1e-8;          ///< "params.eps"
-  double weightDecay = 0.01;  ///< "params.weight_decay" (default 0 for Adam)
+  double weightDecay = 0.01;  ///< "params.weight_decay" (from JSON: DeepSpeed's default, above)
+  bool biasCorrection = true; ///< "params.bias_correction"
 };
 
 /** "scheduler": WarmupLR (warm up, then constant) or WarmupDecayLR (then linear decay to 0 at
@@ -116,6 +121,20 @@ struct TrainConfig {
   int64_t microBatchPerRank = 1;     ///< "train_micro_batch_size_per_gpu"
   int64_t gradientAccumulationSteps = 1; ///< "gradient_accumulation_steps"
   double gradientClipping = 0;       ///< "gradient_clipping": global norm, 0 for none
+  /** "gradient_predivide_factor" f: gradients are scaled by 1/f before their reduction and by f/ranks
+   *  after; "prescale_gradients": true makes f the rank count. */
+  double gradientPredivideFactor = 1;
+  bool prescaleGradients = false;    ///< "prescale_gradients"
+  /** What a training front end (zcoll_torch.zero) does with the configuration: its log, data loader
+   *  and checkpoint tags. */
+  struct FrontEnd {
+    int64_t stepsPerPrint = 10;      ///< "steps_per_print": log the step, lr and loss scale every N steps
+    bool wallClockBreakdown = false; ///< "wall_clock_breakdown": log forward/backward/step times
+    bool memoryBreakdown = false;    ///< "memory_breakdown": log the engine's memory
+    bool dumpState = false;          ///< "dump_state": log the configuration at start
+    bool dataloaderDropLast = false; ///< "dataloader_drop_last"
+    std::string tagValidation = "Warn"; ///< "checkpoint.tag_validation": Ignore, Warn or Fail on differing tags
+  } frontEnd;
 };
 
 /** What parseConfig returns. */

@@ -44,6 +44,24 @@ TEST(CpuAdam, VectorAndThreadsEqualTheScalarDefinitionBitForBit) {
   EXPECT_GE(adam.threads(), 1);
 }
 
+// bias_correction false (DeepSpeed's FusedAdam option): the moments are used without 1 - b^t.
+TEST(CpuAdam, WithoutBiasCorrectionTheMomentsAreUsedAsTheyAre) {
+  CpuAdam adam(2);
+  const size_t n = 1001;
+  std::vector<float> p = randomFloats(n, 3, 2), g = randomFloats(n, 4, 0.1f), m(n, 0.0f), v(n, 0.0f);
+  const std::vector<float> p0 = p;
+  AdamStep a;
+  a.lr = 1e-2f;
+  a.weightDecay = 0;
+  a.biasCorrection = false;
+  adam.step(p.data(), g.data(), m.data(), v.data(), n, a);
+  for (size_t i = 0; i < n; ++i) {
+    const double mi = 0.1 * g[i], vi = 0.001 * double(g[i]) * g[i];
+    const double want = p0[i] - 1e-2 * mi / (std::sqrt(vi) + 1e-8);
+    ASSERT_NEAR(p[i], want, 1e-6) << i;
+  }
+}
+
 TEST(CpuAdam, FollowsPyTorchsAdamW) {
   const size_t n = 257;
   std::vector<float> p = randomFloats(n, 3, 1), m(n, 0.0f), v(n, 0.0f);

@@ -108,12 +108,11 @@ TEST(ZeroConfig, BadValuesFailNamingTheKey) {
       {R"({"zero_optimization": {"stage": 4}})", "zero_optimization.stage"},
       {R"({"zero_optimization": {"stage": "2"}})", "zero_optimization.stage"},
       {R"({"zero_optimization": {"stage": 1.5}})", "zero_optimization.stage"},
-      {R"({"zero_optimization": {"reduce_bucket_size": "auto"}})", "zero_optimization.reduce_bucket_size"},
+      {R"({"optimizer": {"type": "AdamW", "params": {"lr": "auto"}}})", "optimizer.params.lr"},
       {R"({"zero_optimization": {"overlap_comm": 1}})", "zero_optimization.overlap_comm"},
-      {R"({"zero_optimization": {"reduce_bucket_size": 0}})", "zero_optimization.reduce_bucket_size"},
+      {R"({"zero_optimization": {"reduce_bucket_size": -1}})", "zero_optimization.reduce_bucket_size"},
       {R"({"zero_optimization": {"offload_optimizer": {"device": "gpu"}}})", "zero_optimization.offload_optimizer.device"},
       {R"({"zero_optimization": {"offload_optimizer": {"device": "cpu"}}})", "zero_optimization.offload_optimizer"},
-      {R"({"zero_optimization": {"stage": 2, "offload_param": {"device": "cpu"}}})", "zero_optimization.offload_param"},
       {R"({"zero_optimization": {"stage": 3, "offload_param": {"device": "nvme"}}})", "offload_param.device"},
       {R"({"zero_optimization": 3})", "zero_optimization"},
       {R"({"fp16": {"enabled": true}, "bf16": {"enabled": true}})", "bf16.enabled"},
@@ -140,12 +139,119 @@ TEST(ZeroConfig, BadValuesFailNamingTheKey) {
   }
 }
 
-TEST(ZeroConfig, UnknownKeysAreWarningsThatNameThem) {
-  ParseResult r = parseConfig(R"({"zero_optimization": {"stage": 1, "stage3_magic": 1}, "unknown_top": true})", 2);
+// DeepSpeed ignores top-level keys it does not know (a warning here) and refuses unknown keys inside
+// its sections (so does zcoll).
+TEST(ZeroConfig, UnknownTopLevelKeysWarnUnknownSectionKeysFail) {
+  ParseResult r = parseConfig(R"({"zero_optimization": {"stage": 1}, "unknown_top": true})", 2);
   ASSERT_TRUE(r.ok) << r.error;
-  ASSERT_EQ(r.warnings.size(), 2u);
-  EXPECT_NE(r.warnings[0].find("zero_optimization.stage3_magic"), std::string::npos) << r.warnings[0];
-  EXPECT_NE(r.warnings[1].find("unknown_top"), std::string::npos) << r.warnings[1];
+  ASSERT_EQ(r.warnings.size(), 1u);
+  EXPECT_NE(r.warnings[0].find("unknown_top"), std::string::npos) << r.warnings[0];
+  for (const char* text : {R"({"zero_optimization": {"stage": 1, "stage3_magic": 1}})",
+                           R"({"optimizer": {"type": "AdamW", "params": {"momentum": 0.9}}})",
+                           R"({"fp16": {"enabled": true, "scale": 2}})"}) {
+    r = parseConfig(text, 2);
+    EXPECT_FALSE(r.ok) << text;
+    EXPECT_NE(r.error.find("unknown key"), std::string::npos) << r.error;
+  }
+}
+
+// DeepSpeed's optimizer section: "Adam" is AdamW unless adam_w_mode is false; weight decay 0 unless
+// torch_adam builds torch.optim.AdamW; bias_correction honoured; amsgrad refused.
+TEST(ZeroConfig, OptimizerKeysMeanWhatDeepSpeedMeans) {
+  struct Case {
+    const char* json;
+    const char* type;
+    double weightDecay;
+    bool biasCorrection;
+  } cases[] = {
+      {R"({"optimizer": {"type": "Adam"}})", "AdamW", 0, true},
+      {R"({"optimizer": {"type": "Adam", "params": {"adam_w_mode": false}}})", "Adam", 0, true},
+      {R"({"optimizer": {"type": "AdamW", "params": {"adam_w_mode": false}}})", "AdamW", 0, true},
+      {R"({"optimizer": {"type": "AdamW", "params": {"torch_adam": true}}})", "AdamW", 0.01, true},
+      {R"({"optimizer": {"type": "Adam", "params": {"torch_adam": true, "adam_w_mode": false}}})", "Adam", 0, true},
+      {R"({"optimizer": {"type": "AdamW", "params": {"bias_correction": false, "weight_decay": 0.1}}})", "AdamW", 0.1, false},
+      {R"({"optimizer": {"type": "AdamW", "params": {"amsgrad": false}}})", "AdamW", 0, true},
+  };
+  for (const Case& c : cases) {
+    ParseResult r = parseConfig(c.json, 2);
+    ASSERT_TRUE(r.ok) << c.json << ": " << r.error;
+    EXPECT_TRUE(r.config.optimizer.given);
+    EXPECT_EQ(r.config.optimizer.type, c.type) << c.json;
+    EXPECT_DOUBLE_EQ(r.config.optimizer.weightDecay, c.weightDecay) << c.json;
+    EXPECT_EQ(r.config.optimizer.biasCorrection, c.biasCorrection) << c.json;
+  }
+  EXPECT_FALSE(parseConfig("{}", 2).config.optimizer.given);
+  ParseResult r = parseConfig(R"({"optimizer": {"type": "AdamW", "params": {"amsgrad": true}}})", 2);
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.error.find("optimizer.params.amsgrad"), std::string::npos) << r.error;
+}
+
+// Legacy names, "auto" in zero_optimization, a 0 bucket, offload_param below stage 3: as DeepSpeed.
+TEST(ZeroConfig, LegacyKeysAutoAndZeroBucketsAreDeepSpeeds) {
+  ParseResult r = parseConfig(R"({"zero_optimization": {"stage": 2, "cpu_offload": true,
+      "cpu_offload_use_pin_memory": true, "reduce_bucket_size": 0, "allgather_bucket_size": "auto",
+      "stage3_prefetch_bucket_size": "auto", "prefetch_bucket_size": 7, "offload_param": {"device": "cpu"}},
+      "bfloat16": {"enabled": true}})", 2);
+  ASSERT_TRUE(r.ok) << r.error;
+  const TrainConfig& c = r.config;
+  EXPECT_EQ(c.zero.offloadOptimizer.device, OffloadDevice::Cpu);
+  EXPECT_TRUE(c.zero.offloadOptimizer.pinMemory);
+  EXPECT_TRUE(c.bf16);
+  EXPECT_EQ(c.zero.reduceBucketSize, 1);  // one parameter per bucket
+  EXPECT_EQ(c.zero.allgatherBucketSize, 500000000);
+  EXPECT_EQ(c.zero.stage3PrefetchBucketSize, 7);
+  EXPECT_EQ(c.zero.offloadParam.device, OffloadDevice::None);  // stage 2: not offloaded, as in DeepSpeed
+  ASSERT_EQ(r.warnings.size(), 1u);
+  EXPECT_NE(r.warnings[0].find("offload_param applies at stage 3 only"), std::string::npos) << r.warnings[0];
+  r = parseConfig(R"({"zero_optimization": {"stage": 3, "cpu_offload_params": true}})", 2);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.config.zero.offloadParam.device, OffloadDevice::Cpu);
+}
+
+// gradient_predivide_factor, prescale_gradients and communication_data_type as DeepSpeed reads them;
+// the front end's keys; features zcoll does not have refused unless switched off.
+TEST(ZeroConfig, CommunicationFrontEndAndFeatureKeys) {
+  ParseResult r = parseConfig(R"({"gradient_predivide_factor": 2.0, "communication_data_type": "fp32",
+      "steps_per_print": 5, "wall_clock_breakdown": true, "dump_state": true, "dataloader_drop_last": true,
+      "checkpoint": {"tag_validation": "Fail"}, "tensorboard": {"enabled": false}, "sparse_gradients": false,
+      "zero_allow_untested_optimizer": true, "fp16": {"enabled": false, "auto_cast": true}})", 2);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_TRUE(r.warnings.empty()) << r.warnings.front();
+  EXPECT_DOUBLE_EQ(r.config.gradientPredivideFactor, 2.0);
+  EXPECT_EQ(r.config.frontEnd.stepsPerPrint, 5);
+  EXPECT_TRUE(r.config.frontEnd.wallClockBreakdown);
+  EXPECT_TRUE(r.config.frontEnd.dumpState);
+  EXPECT_TRUE(r.config.frontEnd.dataloaderDropLast);
+  EXPECT_EQ(r.config.frontEnd.tagValidation, "Fail");
+  EXPECT_TRUE(r.config.fp16.autoCast);
+  r = parseConfig(R"({"prescale_gradients": true, "bf16": {"enabled": true}, "communication_data_type": "bf16"})", 2);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_TRUE(r.config.prescaleGradients);
+  struct Case {
+    const char* json;
+    const char* mustName;
+  } refused[] = {
+      {R"({"communication_data_type": "bf16"})", "communication_data_type"},
+      {R"({"bf16": {"enabled": true}, "communication_data_type": "fp32"})", "communication_data_type"},
+      {R"({"prescale_gradients": true, "gradient_predivide_factor": 2})", "gradient_predivide_factor"},
+      {R"({"bf16": {"enabled": true}, "bfloat16": {"enabled": false}})", "bfloat16.enabled"},
+      {R"({"tensorboard": {"enabled": true}})", "tensorboard"},
+      {R"({"amp": {"enabled": true}})", "amp"},
+      {R"({"activation_checkpointing": {"partition_activations": true}})", "activation_checkpointing"},
+      {R"({"sparse_gradients": true})", "sparse_gradients"},
+      {R"({"fp16": {"enabled": true, "fp16_master_weights_and_grads": true}})", "fp16_master_weights_and_grads"},
+      {R"({"zero_optimization": {"stage": 3, "zero_quantized_weights": true}})", "zero_quantized_weights"},
+      {R"({"zero_optimization": {"stage": 3, "load_from_fp32_weights": false}})", "load_from_fp32_weights"},
+      {R"({"zero_optimization": {"stage": 1, "cpu_offload": true, "offload_optimizer": {"device": "cpu"}}})", "cpu_offload"},
+      {R"({"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu", "ratio": 0.5}}})", "ratio"},
+      {R"({"checkpoint": {"tag_validation": "Maybe"}})", "checkpoint.tag_validation"},
+      {R"({"scheduler": {"type": "WarmupLR", "params": {"last_batch_iteration": 5}}})", "last_batch_iteration"},
+  };
+  for (const Case& c : refused) {
+    r = parseConfig(c.json, 4);
+    EXPECT_FALSE(r.ok) << c.json;
+    EXPECT_NE(r.error.find(c.mustName), std::string::npos) << c.json << " -> " << r.error;
+  }
 }
 
 TEST(ZeroConfig, BatchSizesDeriveTheMissingOne) {

@@ -216,6 +216,14 @@ class ZeroEngine {
     d["fp16"] = config_.fp16.enabled;
     d["bf16"] = config_.bf16;
     d["stage3_gather_16bit_weights_on_model_save"] = config_.zero.stage3Gather16bitWeightsOnModelSave;
+    d["auto_cast"] = config_.fp16.autoCast;
+    const zz::TrainConfig::FrontEnd& f = config_.frontEnd;
+    d["steps_per_print"] = f.stepsPerPrint;
+    d["wall_clock_breakdown"] = f.wallClockBreakdown;
+    d["memory_breakdown"] = f.memoryBreakdown;
+    d["dump_state"] = f.dumpState;
+    d["dataloader_drop_last"] = f.dataloaderDropLast;
+    d["tag_validation"] = f.tagValidation;
     return d;
   }
 

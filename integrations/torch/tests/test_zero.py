@@ -44,6 +44,15 @@ def test_config_conflicts_are_refused_with_the_key_named():
     check_all_ok(zlaunch(2, "config"), "config")
 
 
+def test_a_model_built_in_init_is_never_whole_on_a_rank_and_trains_the_same():
+    check_all_ok(zlaunch(2, "init"), "init")
+
+
+def test_deepspeed_keys_are_honoured_with_deepspeeds_meaning():
+    with tempfile.TemporaryDirectory() as d:
+        check_all_ok(zlaunch(2, "keys", d), "keys")
+
+
 def zcoll_run():
     path = os.environ.get("PYTHONPATH", "").split(":")[0]
     run = os.path.join(path, "..", "..", "tools", "zcoll-run")

@@ -13,14 +13,23 @@ Scenarios:
   stage3mem stage 3: at every forward pre-hook no rank holds more parameter elements than its shard,
             the persistent groups and the live window
   config    DeepSpeed keys: refusals name the key
+  init      zcoll_torch.zero.Init: no rank holds more than one module's parameters while the model is
+            built; GatheredParameters and module.apply change them; stage 3 then trains as the model
+            built outside Init
+  keys      DeepSpeed keys honoured: "Adam" is AdamW unless adam_w_mode is false (each equals its torch
+            optimizer), a 0 bucket, legacy cpu_offload and bfloat16, fp16.auto_cast, steps_per_print and
+            wall_clock_breakdown, dataloader_drop_last, checkpoint.tag_validation
 Prints "OK <scenario>" at the end; any failure raises.
 """
 import json
 import os
 import sys
 
+import logging
+
 import torch
 import torch.distributed as dist
+import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "examples", "torch_zero"))
@@ -48,7 +57,7 @@ def global_loss(loss):
     return t.item() / dist.get_world_size()
 
 
-def reference(steps, accum=1, mean=True):
+def reference(steps, accum=1, mean=True, opt_cls=torch.optim.AdamW):
     """DDP + torch.optim.AdamW on the zcoll backend: the losses per step and the final parameters
     (micro-batches' gradients averaged, or with mean=False summed: DeepSpeed's no_sync with
     gradient_accumulation_steps 1)."""
@@ -56,7 +65,7 @@ def reference(steps, accum=1, mean=True):
     rank, n = dist.get_rank(), dist.get_world_size()
     m = model()
     ddp = torch.nn.parallel.DistributedDataParallel(m)
-    opt = torch.optim.AdamW(param_groups(m), lr=3e-3, betas=(0.9, 0.95))
+    opt = opt_cls(param_groups(m), lr=3e-3, betas=(0.9, 0.95))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup)
     losses = []
     for s in range(steps):
@@ -86,12 +95,32 @@ def config(stage, zero=None, **extra):
     return c
 
 
-def train(cfg, steps, accum=1, no_sync=False, engine_out=None):
+def compute_in_fp32(m):
+    """fp16 parameters, fp32 arithmetic: torch 1.13 has no fp16 matmul, layer norm or GELU on the CPU.
+    Autograd saves the fp32 copies, so stage 3 may release the fp16 storage after forward."""
+    for mod in m.modules():
+        if isinstance(mod, torch.nn.Linear):
+            mod.forward = (lambda mod: lambda x: F.linear(x.float(), mod.weight.float(),
+                                                          None if mod.bias is None else mod.bias.float()))(mod)
+        elif isinstance(mod, torch.nn.LayerNorm):
+            mod.forward = (lambda mod: lambda x: F.layer_norm(x.float(), mod.normalized_shape, mod.weight.float(),
+                                                              mod.bias.float(), mod.eps))(mod)
+        elif isinstance(mod, torch.nn.Embedding):
+            mod.forward = (lambda mod: lambda i: F.embedding(i, mod.weight.float()))(mod)
+
+
+def train(cfg, steps, accum=1, no_sync=False, engine_out=None, fp32_compute=False, client_optimizer=True):
     rank, n = dist.get_rank(), dist.get_world_size()
     m = model()
-    opt = torch.optim.AdamW(param_groups(m), lr=3e-3, betas=(0.9, 0.95))
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup)
-    engine, _, _, _ = deepspeed.initialize(model=m, optimizer=opt, lr_scheduler=sched, config=cfg)
+    if client_optimizer:  # a torch optimizer and scheduler handed to initialize
+        opt = torch.optim.AdamW(param_groups(m), lr=3e-3, betas=(0.9, 0.95))
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup)
+        engine, _, _, _ = deepspeed.initialize(model=m, optimizer=opt, lr_scheduler=sched, config=cfg)
+    else:  # the config's optimizer section; the scheduler made on the optimizer initialize returns
+        engine, _, _, _ = deepspeed.initialize(model=m, model_parameters=param_groups(m), config=cfg,
+                                               lr_scheduler=lambda opt: torch.optim.lr_scheduler.LambdaLR(opt, warmup))
+    if fp32_compute:
+        compute_in_fp32(m)
     dtype = engine._dtype
     losses = []
     for s in range(steps):
@@ -143,6 +172,8 @@ def scenario_equiv():
     for stage in (2, 3):
         got = train(config(stage, bf16={"enabled": True}), steps)
         compare(f"stage {stage} bf16", ref, got, 3e-2, 3e-2)
+        got = train(config(stage, fp16={"enabled": True, "initial_scale_power": 8}), steps, fp32_compute=True)
+        compare(f"stage {stage} fp16", ref, got, 3e-2, 3e-2)
 
 
 def check_memory(engine, stage, zero):
@@ -276,7 +307,156 @@ def scenario_config():
                    optimizer=torch.optim.AdamW(param_groups(m)))
     expect_refused(base, "SGD", optimizer=torch.optim.SGD(param_groups(m), lr=0.1))
     expect_refused(dict(base, optimizer={"type": "Lamb"}), "optimizer.type", "Lamb")
-    expect_refused(dict(base, zero_optimization={"stage": 7}), "stage")
+    expect_refused(dict(base, zero_optimization={"stage": 7}, optimizer={"type": "AdamW"}), "stage")
+    expect_refused(base, "no optimizer")  # DeepSpeed too needs a client optimizer or an "optimizer" section
+    adamw = {"type": "AdamW"}
+    for extra, words in (({"optimizer": {"type": "AdamW", "params": {"amsgrad": True}}}, ("amsgrad",)),
+                         ({"optimizer": adamw, "communication_data_type": "bf16"}, ("communication_data_type",)),
+                         ({"optimizer": adamw, "tensorboard": {"enabled": True}}, ("tensorboard",)),
+                         ({"optimizer": adamw, "amp": {"enabled": True}}, ("amp",)),
+                         ({"optimizer": adamw, "zero_optimization": {"stage": 2, "unknown_knob": 1}},
+                          ("zero_optimization.unknown_knob",)),
+                         ({"optimizer": {"type": "AdamW", "params": {"lr": "auto"}}}, ("optimizer.params.lr", "auto"))):
+        expect_refused(dict(base, **extra), *words)
+
+
+def scenario_init():
+    from zcoll_torch.zero import init as zinit
+    n = dist.get_world_size()
+    held, tracked, worst = [0], [], [0]
+    original = zinit.Init._post_init
+
+    def post_init(self, module):  # every parameter made so far that still has its storage
+        tracked.extend(module.parameters(recurse=False))
+        worst[0] = max(worst[0], sum(p.numel() for p in tracked))
+        original(self, module)
+
+    zinit.Init._post_init = post_init
+    try:
+        with deepspeed.zero.Init():
+            m = model()
+    finally:
+        zinit.Init._post_init = original
+    total = sum(p.ds_numel for p in m.parameters())
+    largest_module = max(sum(p.ds_numel for p in mod.parameters(recurse=False)) for mod in m.modules())
+    shards = sum(p._zcoll_shard.numel() for p in m.parameters())
+    assert all(p.numel() == 0 for p in m.parameters())
+    assert worst[0] <= largest_module < total, (worst[0], largest_module, total)
+    assert shards <= total / n + len(tracked), (shards, total, n)
+    if dist.get_rank() == 0:
+        print(f"Init: at most {worst[0]} of {total} parameter elements held while building; shard {shards}")
+
+    # GatheredParameters before initialize: rank 0's change reaches every rank.
+    with deepspeed.zero.GatheredParameters([m.head.bias], modifier_rank=0):
+        if dist.get_rank() == 0:
+            m.head.bias.data.fill_(0.5)
+    with deepspeed.zero.GatheredParameters([m.head.bias]):
+        assert torch.all(m.head.bias == 0.5)
+    assert m.head.bias.numel() == 0
+
+    # module.apply inside Init sees each module's parameters (a custom weight init).
+    def init_weights(mod):
+        if isinstance(mod, torch.nn.Linear) and mod.bias is not None:
+            mod.bias.data.fill_(0.25)
+
+    with deepspeed.zero.Init():
+        m2 = GPT(layers=1, width=16, heads=2, context=CONTEXT, seed=5)
+        m2.apply(init_weights)
+    with deepspeed.zero.GatheredParameters([m2.head.bias, m2.blocks[0].up.bias]):
+        assert torch.all(m2.head.bias == 0.25) and torch.all(m2.blocks[0].up.bias == 0.25)
+
+    # Stage 3 on the model built in Init trains as the one built outside it.
+    steps = 10
+    ref = train(config(3), steps)
+    with deepspeed.zero.Init():
+        got = train(config(3), steps)
+    compare("stage 3, model built in Init", ref, got, 1e-5, 1e-4)
+
+
+def scenario_keys(directory):
+    steps = 20
+    adam = {"lr": 3e-3, "betas": [0.9, 0.95]}
+    ref = reference(steps)
+    got = train(config(2, optimizer={"type": "Adam", "params": adam}), steps, client_optimizer=False)
+    compare("\"Adam\" (DeepSpeed: AdamW)", ref, got, 1e-5, 1e-4)
+    got = train(config(2, {"reduce_bucket_size": 0}), steps)
+    compare("reduce_bucket_size 0", ref, got, 1e-5, 1e-4)
+    ref = reference(steps, opt_cls=torch.optim.Adam)
+    got = train(config(1, optimizer={"type": "Adam", "params": dict(adam, adam_w_mode=False)}), steps,
+                client_optimizer=False)
+    compare("\"Adam\", adam_w_mode false (torch.optim.Adam)", ref, got, 1e-5, 1e-4)
+
+    def start(cfg, **kw):
+        m = model()
+        return m, deepspeed.initialize(model=m, model_parameters=param_groups(m),
+                                       config=dict(cfg, optimizer={"type": "AdamW"}), **kw)[0]
+
+    # The legacy names: DeepSpeed offloads and trains in bf16 with them.
+    _, e = start(config(2, {"cpu_offload": True}, bfloat16={"enabled": True}))
+    assert e._dtype == torch.bfloat16, e._dtype
+    mem = e.engine_memory()
+    assert mem["host_bytes"] >= mem["optimizer_bytes"] > 0, mem
+    e.destroy()
+
+    # fp16.auto_cast: floating inputs reach the module in fp16.
+    class Probe(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.ones(4))
+            self.seen = None
+
+        def forward(self, x):
+            self.seen = x.dtype
+            return (x.float() * self.w.float()).sum()
+
+    for cast in (True, False):
+        probe = Probe()
+        e, _, _, _ = deepspeed.initialize(model=probe, model_parameters=probe.parameters(), config={
+            "train_batch_size": dist.get_world_size(), "optimizer": {"type": "AdamW"},
+            "fp16": {"enabled": True, "auto_cast": cast}})
+        e.backward(e(torch.ones(4)))
+        e.step()
+        assert probe.seen == (torch.float16 if cast else torch.float32), (cast, probe.seen)
+        e.destroy()
+
+    # steps_per_print and wall_clock_breakdown: DeepSpeed's lines, on rank 0, through logging.
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logger = logging.getLogger("zcoll_torch.zero")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    m, e = start(config(2, steps_per_print=2, wall_clock_breakdown=True, dump_state=True))
+    run_from(e, 0, 4)
+    e.destroy()
+    logger.removeHandler(handler)
+    lines = [r.getMessage() for r in records]
+    if dist.get_rank() == 0:
+        assert sum(line.startswith("step=") for line in lines) == 2, lines
+        assert sum("forward:" in line and "backward:" in line for line in lines) == 2, lines
+        assert any("config" in line and "steps_per_print" in line for line in lines), lines
+    else:
+        assert not lines, lines
+
+    # dataloader_drop_last: the last short batch is dropped.
+    data = torch.utils.data.TensorDataset(torch.arange(10 * dist.get_world_size() + 1).float())
+    for drop, batches in ((True, 2), (False, 3)):
+        m = model()
+        e, _, loader, _ = deepspeed.initialize(model=m, model_parameters=param_groups(m), training_data=data,
+                                               config=dict(config(1, train_batch_size=4 * dist.get_world_size(),
+                                                                  dataloader_drop_last=drop),
+                                                           optimizer={"type": "AdamW"}))
+        assert len(loader) == batches, (drop, len(loader))
+        e.destroy()
+
+    # checkpoint.tag_validation: ranks that pass different tags fail (Fail) or are warned about (Warn).
+    _, e = start(config(2, checkpoint={"tag_validation": "Fail"}))
+    try:
+        e.save_checkpoint(directory, tag=f"rank{dist.get_rank()}")
+        raise AssertionError("different tags were saved")
+    except ValueError as err:
+        assert "tag_validation" in str(err), err
+    e.destroy()
 
 
 def main():
@@ -295,6 +475,10 @@ def main():
         scenario_stage3mem()
     elif scenario == "config":
         scenario_config()
+    elif scenario == "init":
+        scenario_init()
+    elif scenario == "keys":
+        scenario_keys(sys.argv[2])
     else:
         raise SystemExit(f"unknown scenario {scenario}")
     dist.barrier()

@@ -13,6 +13,12 @@ by the config's "zero_optimization.stage" (1: optimizer states, 2: and gradients
 module's parameters are views of its buffers. See docs/user-guide.md ("ZeRO from PyTorch") and
 integrations/torch/README.md for what differs from DeepSpeed.
 """
-from .engine import ZeroEngine, ZeroOptimizer, GatheredParameters, initialize
+import sys as _sys
 
-__all__ = ["initialize", "ZeroEngine", "ZeroOptimizer", "GatheredParameters"]
+from .engine import ZeroEngine, ZeroOptimizer, GatheredParameters, initialize
+from .init import Init
+
+# DeepSpeed spells these deepspeed.zero.Init and deepspeed.zero.GatheredParameters.
+zero = _sys.modules[__name__]
+
+__all__ = ["initialize", "ZeroEngine", "ZeroOptimizer", "GatheredParameters", "Init", "zero"]

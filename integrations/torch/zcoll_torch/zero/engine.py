@@ -9,15 +9,20 @@ backward (and release it after), and frozen parameters are sharded too (no gradi
 """
 import contextlib
 import json
+import logging
 import os
+import time
+import warnings
 import weakref
 
 import torch
 import torch.distributed as dist
 
 from .. import _C
+from . import init as _init
 
 _ADAM_TYPES = (torch.optim.Adam, torch.optim.AdamW)
+log = logging.getLogger("zcoll_torch.zero")  # steps_per_print, wall_clock_breakdown, ... (rank 0), as DeepSpeed logs
 
 
 def _load_config(config, config_params, args):
@@ -188,7 +193,8 @@ class ZeroEngine(torch.nn.Module):
         # Every rank starts from rank 0's values (DeepSpeed broadcasts the model the same way).
         with torch.no_grad():
             for _, p in named:
-                dist.broadcast(p.data, src=0)
+                if not _init.is_sharded(p):  # Init's parameters are rank 0's values already
+                    dist.broadcast(p.data, src=0)
             for b in model.buffers():
                 dist.broadcast(b.data, src=0)
 
@@ -202,34 +208,49 @@ class ZeroEngine(torch.nn.Module):
             if trainable or stage == 3:
                 managed.append((name, p, group_of.get(id(p), 0), not trainable))
             else:
+                if _init.is_sharded(p):
+                    p.data = _init.gather(p)
+                    del p._zcoll_shard
                 self._local.append(p)
         if not managed:
             raise ValueError("initialize: no parameter to train (every parameter is frozen or outside the optimizer)")
         self._params = [p for _, p, _, _ in managed]
         self._names = [n for n, _, _, _ in managed]
         self._frozen = [f for _, _, _, f in managed]
-        self._shapes = [list(p.shape) for p in self._params]
+        self._shapes = [list(p.ds_shape if _init.is_sharded(p) else p.shape) for p in self._params]
         pgroups = [k for _, _, k, _ in managed]
         self._n_pgroups = max(pgroups) + 1  # the engine's param groups: up to the last one it holds
         self._e = _C.ZeroEngine(uid[0], self.rank, self.world_size, json_config, self._names, self._shapes, pgroups,
                                 self._frozen)
         for w in self._e.warnings():
             if self.rank == 0:
-                import warnings
                 warnings.warn(f"zcoll_torch.zero: config: {w}", stacklevel=3)
         self._cfg = self._e.config()
+        self._times = {"forward": 0.0, "backward": 0.0, "step": 0.0}
+        if self._cfg["dump_state"] and self.rank == 0:
+            log.info("zcoll_torch.zero: config %s", json.dumps(config, sort_keys=True))
         self._dtype = getattr(torch, self._e.dtype())
         self._index = {id(p): g for g, p in enumerate(self._params)}
+        for group in param_groups:  # the config's settings where a group has none (as torch optimizers fill them)
+            for key, value in (("lr", self._cfg["lr"]), ("betas", tuple(self._cfg["betas"])),
+                               ("eps", self._cfg["eps"]), ("weight_decay", self._cfg["weight_decay"])):
+                group.setdefault(key, value)
         self.param_groups = param_groups
         self.optimizer = ZeroOptimizer(self, param_groups)
         if client_optimizer is not None:
             client_optimizer.param_groups = param_groups
+        if callable(lr_scheduler) and not hasattr(lr_scheduler, "step"):
+            lr_scheduler = lr_scheduler(self.optimizer)  # DeepSpeed's form: a function of the optimizer
         self.lr_scheduler = lr_scheduler if lr_scheduler is not None else (
             _ConfigScheduler(self) if self._cfg["scheduler"] else None)
 
         with torch.no_grad():
             for g, p in enumerate(self._params):
-                self._e.init_params(g, p.detach().to(torch.float32).contiguous().reshape(-1).reshape(self._shapes[g]))
+                if _init.is_sharded(p):  # one parameter in full at a time
+                    self._e.init_params(g, _init.gather(p).to(torch.float32))
+                    del p._zcoll_shard
+                else:
+                    self._e.init_params(g, p.detach().to(torch.float32).contiguous().reshape(self._shapes[g]))
         self._grad_accs = []
         if stage <= 2:
             for g, p in enumerate(self._params):
@@ -252,7 +273,7 @@ class ZeroEngine(torch.nn.Module):
                                                                       rank=self.rank)
             self.training_dataloader = torch.utils.data.DataLoader(
                 training_data, batch_size=self._cfg["train_micro_batch_size_per_gpu"], sampler=sampler,
-                collate_fn=collate_fn)
+                collate_fn=collate_fn, drop_last=self._cfg["dataloader_drop_last"])
 
     # ---------------------------------------------------------------------------------------------
     # Gradients
@@ -292,6 +313,8 @@ class ZeroEngine(torch.nn.Module):
         self._empty = torch.empty(0, dtype=self._dtype)
         self._refs = [0] * len(self._params)
         for g, p in enumerate(self._params):
+            if p.numel() != self._numel(g):  # built in Init: storage for its shape while the hook is made
+                p.data = torch.empty(self._shapes[g], dtype=self._dtype)
             if self._dtype != torch.float32:
                 p.data = p.data.to(self._dtype)
             self._hook_grad(g, p, accumulate=True)  # while p is full: its accumulator expects that shape
@@ -309,6 +332,9 @@ class ZeroEngine(torch.nn.Module):
             m.register_forward_hook(self._post_forward)
             if isinstance(m, torch.nn.Linear):
                 m.forward = _linear_forward.__get__(m)
+
+    def _numel(self, g):
+        return torch.Size(self._shapes[g]).numel()
 
     def _gather(self, g):
         if self._refs[g] == 0:
@@ -370,7 +396,12 @@ class ZeroEngine(torch.nn.Module):
     def forward(self, *args, **kwargs):
         if self._stage <= 1:
             self._attach_grads()  # in case the caller set .grad to None (zero_grad(set_to_none=True))
-        return self.module(*args, **kwargs)
+        if self._cfg["auto_cast"] and self._cfg["fp16"]:  # fp16.auto_cast: floating inputs to half, as DeepSpeed
+            args, kwargs = _to_half(args), _to_half(kwargs)
+        t0 = time.perf_counter()
+        out = self.module(*args, **kwargs)
+        self._times["forward"] += time.perf_counter() - t0
+        return out
 
     def backward(self, loss, retain_graph=False):
         """The gradient of loss (times the fp16 loss scale) into the engine; buckets are reduced as
@@ -378,7 +409,9 @@ class ZeroEngine(torch.nn.Module):
         if self._no_sync:
             self._e.set_boundary("no")
         scale = self._e.loss_scale()
+        t0 = time.perf_counter()
         (loss * scale if scale != 1 else loss).backward(retain_graph=retain_graph)
+        self._times["backward"] += time.perf_counter() - t0
         return loss
 
     def step(self, lr_kwargs=None):
@@ -391,7 +424,9 @@ class ZeroEngine(torch.nn.Module):
                 self._e.set_param_group(k, float(group.get("lr", self._cfg["lr"])), float(betas[0]),
                                         float(betas[1]), float(group.get("eps", self._cfg["eps"])),
                                         float(group.get("weight_decay", self._cfg["weight_decay"])))
+        t0 = time.perf_counter()
         stepped = self._e.step()
+        self._times["step"] += time.perf_counter() - t0
         self.micro_steps += 1
         if self._stage == 3:
             self._release_all()
@@ -402,7 +437,24 @@ class ZeroEngine(torch.nn.Module):
                 if opt is not None:  # torch's schedulers count the steps of the optimizer they were made on
                     opt._step_count = getattr(opt, "_step_count", 0) + 1
                 self.lr_scheduler.step(**(lr_kwargs or {}))
+            if self.global_steps % self._cfg["steps_per_print"] == 0:
+                self._report()
         return stepped
+
+    def _report(self):
+        """DeepSpeed's periodic lines (steps_per_print), on rank 0, through the logging module."""
+        times, self._times = self._times, {k: 0.0 for k in self._times}
+        if self.rank != 0:
+            return
+        s = self._e.stats()
+        log.info("step=%d, skipped=%d, lr=%s, loss_scale=%g", self.global_steps, s["skipped_steps"], self.get_lr(),
+                 s["loss_scale"])
+        if self._cfg["wall_clock_breakdown"]:
+            n = self._cfg["steps_per_print"]
+            log.info("time (ms) per step, last %d steps | forward: %.2f | backward: %.2f | step: %.2f", n,
+                     *(1e3 * times[k] / n for k in ("forward", "backward", "step")))
+        if self._cfg["memory_breakdown"]:
+            log.info("engine memory (bytes): %s", self._e.memory())
 
     def zero_grad(self):
         """The engine zeroes its gradients after each optimizer step: nothing to do."""
@@ -460,6 +512,14 @@ class ZeroEngine(torch.nn.Module):
         if tag is None:
             tag = f"global_step{self.global_steps}"
         tag = str(tag)
+        if self._cfg["tag_validation"] != "Ignore":  # checkpoint.tag_validation: every rank must pass the same tag
+            tags = [None] * self.world_size
+            dist.all_gather_object(tags, tag)
+            if len(set(tags)) > 1:
+                msg = f"save_checkpoint: ranks passed different tags {sorted(set(tags))} (checkpoint.tag_validation)"
+                if self._cfg["tag_validation"] == "Fail":
+                    raise ValueError(msg)
+                warnings.warn(msg, stacklevel=2)
         self._e.save_checkpoint(str(save_dir), tag)
         if self.rank == 0:
             state = {"client_state": dict(client_state or {}), "global_steps": self.global_steps,
@@ -515,6 +575,16 @@ class ZeroEngine(torch.nn.Module):
         self._closed = True
 
 
+def _to_half(x):
+    if isinstance(x, torch.Tensor):
+        return x.half() if x.is_floating_point() else x
+    if isinstance(x, (list, tuple)):
+        return type(x)(_to_half(v) for v in x)
+    if isinstance(x, dict):
+        return {k: _to_half(v) for k, v in x.items()}
+    return x
+
+
 @contextlib.contextmanager
 def GatheredParameters(params, modifier_rank=None, fwd_module=None, enabled=True):
     """Full parameters inside the block (stage 3 gathers them; collective: every rank enters with the
@@ -522,7 +592,15 @@ def GatheredParameters(params, modifier_rank=None, fwd_module=None, enabled=True
     engine (its master weights and shards) on exit."""
     if isinstance(params, torch.Tensor):
         params = [params]
-    params = [p for p in (params or []) if getattr(p, "_zcoll_zero", None) is not None]
+    params = list(params or [])
+    sharded = [p for p in params if _init.is_sharded(p)]
+    if enabled and sharded:  # built in Init, not yet given to an engine
+        with _init.gathered(sharded, modifier_rank):
+            with GatheredParameters([p for p in params if not _init.is_sharded(p)], modifier_rank, fwd_module,
+                                    enabled):
+                yield
+        return
+    params = [p for p in params if getattr(p, "_zcoll_zero", None) is not None]
     if not enabled or not params:
         yield
         return
@@ -581,6 +659,9 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None, tra
         cfg["optimizer"] = {"type": "AdamW" if adamw else "Adam",
                             "params": {"lr": d["lr"], "betas": list(d["betas"]), "eps": d["eps"],
                                        "weight_decay": d["weight_decay"], "adam_w_mode": adamw}}
+    elif not cfg.get("optimizer"):
+        raise ValueError("initialize: no optimizer: pass optimizer= (torch.optim.AdamW or Adam) or give the config an "
+                         "\"optimizer\" section (DeepSpeed needs one of them too)")
     groups = _param_groups(model, optimizer, model_parameters)
     engine = ZeroEngine(model, groups, cfg, client_optimizer=optimizer, lr_scheduler=lr_scheduler,
                         training_data=training_data, collate_fn=collate_fn)
