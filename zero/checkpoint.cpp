@@ -79,13 +79,17 @@ Result EngineImpl::saveCheckpoint(const std::string& dir, const std::string& tag
     const std::vector<FileSegment> at = segmentsOf(part_);
     const float* m = reinterpret_cast<const float*>(expAvg_.data());
     const float* v = reinterpret_cast<const float*>(expAvgSq_.data());
+    std::vector<float> zeros;  // a frozen group's moments (it has none)
     for (size_t i = 0; ok && i < mine.size(); ++i) {
       const Segment& s = mine[i];
       const Unit& unit = partition_->units()[static_cast<size_t>(partition_->unitOf(s.group))];
       const float* w = master(partition_->unitOf(s.group)) + (s.shardOffset - unit.shardOffset);
       const size_t bytes = static_cast<size_t>(s.hi - s.lo) * sizeof(float);
-      ok = writeAt(fd, w, bytes, at[i].offset) && writeAt(fd, m + s.shardOffset, bytes, at[i].offset + static_cast<int64_t>(bytes)) &&
-           writeAt(fd, v + s.shardOffset, bytes, at[i].offset + 2 * static_cast<int64_t>(bytes));
+      const bool frozen = groups_[static_cast<size_t>(s.group)].frozen;
+      if (frozen) zeros.assign(static_cast<size_t>(s.hi - s.lo), 0.0f);
+      ok = writeAt(fd, w, bytes, at[i].offset) &&
+           writeAt(fd, frozen ? zeros.data() : m + s.shardOffset, bytes, at[i].offset + static_cast<int64_t>(bytes)) &&
+           writeAt(fd, frozen ? zeros.data() : v + s.shardOffset, bytes, at[i].offset + 2 * static_cast<int64_t>(bytes));
     }
     if (ok) ok = fsync(fd) == 0;
     const int err = errno;
@@ -178,9 +182,10 @@ Result EngineImpl::restoreFrom(const std::string& dir, const std::string& tagIn)
         const int64_t len = (old.hi - old.lo) * static_cast<int64_t>(sizeof(float));
         const int64_t skip = (lo - old.lo) * static_cast<int64_t>(sizeof(float));
         const int64_t dst = lo - s.lo;
+        const bool frozen = groups_[static_cast<size_t>(s.group)].frozen;  // no moments to restore
         if (!readAt(fds[f], w + dst, n * 4, old.offset + skip) ||
-            !readAt(fds[f], m + s.shardOffset + dst, n * 4, old.offset + len + skip) ||
-            !readAt(fds[f], v + s.shardOffset + dst, n * 4, old.offset + 2 * len + skip)) {
+            (!frozen && !readAt(fds[f], m + s.shardOffset + dst, n * 4, old.offset + len + skip)) ||
+            (!frozen && !readAt(fds[f], v + s.shardOffset + dst, n * 4, old.offset + 2 * len + skip))) {
           closeAll();
           return {zcollSystemError, "loadCheckpoint: " + path + "/" + meta.files[f].name + " is shorter than its segments say"};
         }

@@ -160,9 +160,10 @@ Result EngineImpl::setup() {
   if (z.stage <= 2) params_ = allocate(flatBytes, &paramBytes_, false, "parameters");
   else shardParams_ = allocate(shardBytes, &paramBytes_, pinParam, "the parameter shard");
   if (z.stage <= 1) grads_ = allocate(flatBytes, &gradBytes_, false, "gradients");
-  else gradShard_ = allocate(shardBytes, &gradBytes_, pinOpt, "the gradient shard");
-  const size_t stateBytes = static_cast<size_t>(P.shardNumel()) * sizeof(float);
-  if (mixed()) master_ = allocate(stateBytes, &optimBytes_, pinOpt, "master weights");
+  else gradShard_ = allocate(static_cast<size_t>(P.trainableShardNumel()) * esize(), &gradBytes_, pinOpt, "the gradient shard");
+  // Frozen groups: master weights (what checkpoints hold) but no moments.
+  if (mixed()) master_ = allocate(static_cast<size_t>(P.shardNumel()) * sizeof(float), &optimBytes_, pinOpt, "master weights");
+  const size_t stateBytes = static_cast<size_t>(P.trainableShardNumel()) * sizeof(float);
   expAvg_ = allocate(stateBytes, &optimBytes_, pinOpt, "exp_avg");
   expAvgSq_ = allocate(stateBytes, &optimBytes_, pinOpt, "exp_avg_sq");
   // At least 2: finish() splits it into a sum and an addend.

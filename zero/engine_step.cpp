@@ -169,7 +169,7 @@ Result EngineImpl::optimizerStep(bool* stepped) {
   const double norm = std::sqrt(sumsq) * inv;
   auto zeroGrads = [&] {
     if (stage() <= 1) std::memset(grads_.data(), 0, grads_.bytes());
-    else std::memset(gradShard_.data(), 0, gradShard_.bytes());
+    else if (gradShard_.bytes()) std::memset(gradShard_.data(), 0, gradShard_.bytes());
   };
   if (config_.fp16.enabled && !std::isfinite(norm)) {
     const double before = scaler_.scale();

@@ -25,7 +25,6 @@ Partition::Partition(const std::vector<int64_t>& groupNumel, int partitions, int
     u.slice = (u.numel + partitions_ - 1) / partitions_;
     u.padded = u.slice * partitions_;
     u.flatOffset = flatNumel_;
-    u.shardOffset = shardNumel_;
     int64_t at = u.flatOffset;
     for (int k = u.firstGroup; k < u.endGroup; ++k) {
       flatOffset_[static_cast<size_t>(k)] = at;
@@ -35,7 +34,15 @@ Partition::Partition(const std::vector<int64_t>& groupNumel, int partitions, int
     flatNumel_ += u.padded;
     shardNumel_ += u.slice;
     totalNumel_ += u.numel;
+    if (!isFrozen(u.firstGroup)) trainableShardNumel_ += u.slice;
     units_.push_back(u);
+  }
+  // Shard order: the trainable units' slices, then the frozen ones' (which need no gradient or state).
+  int64_t trainable = 0, frozenAt = trainableShardNumel_;
+  for (Unit& u : units_) {
+    int64_t& next = isFrozen(u.firstGroup) ? frozenAt : trainable;
+    u.shardOffset = next;
+    next += u.slice;
   }
 }
 

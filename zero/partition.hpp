@@ -8,8 +8,9 @@
 // its gradients are reduced by one call); stage 3 gives every group its own unit (a group is gathered
 // on its own). Stage 0 has one partition (every rank holds and updates everything).
 //
-// A partition's shard is the concatenation of its slices of every unit, in unit order: its optimizer
-// states, master weights and (stages 2-3) gradients are contiguous arrays of shardNumel() elements.
+// A partition's shard is the concatenation of its slices of every unit, in unit order, trainable units
+// first and frozen ones after: its master weights and (stage 3) parameters are contiguous arrays of
+// shardNumel() elements, its optimizer states and (stages 2-3) gradients of trainableShardNumel().
 #pragma once
 
 #include <cstddef>
@@ -52,9 +53,10 @@ class Partition {
   int64_t groupFlatOffset(int group) const { return flatOffset_[static_cast<size_t>(group)]; }
   int64_t flatNumel() const { return flatNumel_; }    // every unit, padded
   int64_t shardNumel() const { return shardNumel_; }  // one partition's share
+  int64_t trainableShardNumel() const { return trainableShardNumel_; }  // its trainable units' slices
   int64_t totalNumel() const { return totalNumel_; }  // the parameters, unpadded
 
-  // What partition p owns, group by group (padding left out), in shard order.
+  // What partition p owns, group by group (padding left out), in unit order.
   std::vector<Segment> segments(int p) const;
 
  private:
@@ -62,7 +64,7 @@ class Partition {
   std::vector<int64_t> numel_, flatOffset_;
   std::vector<int> unitOf_;
   std::vector<Unit> units_;
-  int64_t flatNumel_ = 0, shardNumel_ = 0, totalNumel_ = 0;
+  int64_t flatNumel_ = 0, shardNumel_ = 0, totalNumel_ = 0, trainableShardNumel_ = 0;
 };
 
 }  // namespace zcoll::zero

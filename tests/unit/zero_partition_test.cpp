@@ -42,6 +42,16 @@ TEST(ZeroPartition, FrozenGroupsNeverShareAUnitWithTrainableOnes) {
   EXPECT_EQ(p.units()[2].firstGroup, 3);
   EXPECT_EQ(p.units()[2].endGroup, 5);
   EXPECT_EQ(p.totalNumel(), 20);
+  // The shard holds the trainable slices first (gradients and moments cover only them), frozen after.
+  EXPECT_EQ(p.trainableShardNumel(), 2 + 4);  // slices of {3} and {6, 2} at 2 partitions
+  EXPECT_EQ(p.shardNumel(), 2 + 5 + 4);
+  EXPECT_EQ(p.units()[0].shardOffset, 0);
+  EXPECT_EQ(p.units()[2].shardOffset, 2);
+  EXPECT_EQ(p.units()[1].shardOffset, 6);
+  for (const Segment& s : p.segments(1)) {
+    const bool frozen = s.group == 1 || s.group == 2;
+    EXPECT_EQ(s.shardOffset >= p.trainableShardNumel(), frozen) << "group " << s.group;
+  }
 }
 
 TEST(ZeroPartition, OffsetsAndSizesAddUp) {

@@ -182,8 +182,7 @@ def check_memory(engine, stage, zero):
     n = dist.get_world_size()
     numel = [torch.Size(s).numel() for s in engine._shapes]
     held = sum(numel)
-    # Stage 3 keeps frozen groups' slices in its gradient and optimizer shards (not yet split out).
-    trained = held if stage == 3 else sum(k for k, f in zip(numel, engine._frozen) if not f)
+    trained = sum(k for k, f in zip(numel, engine._frozen) if not f)  # frozen: no gradient or moments
     mem = engine.engine_memory()
     shard = held / n if stage == 3 else held
     expect_param = 4 * shard
