@@ -7,6 +7,7 @@
 #include <torch/extension.h>
 
 #include <cstring>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -14,6 +15,8 @@
 
 #include <zcoll/zcoll.h>
 #include <zcoll/zero.hpp>
+
+#include "adamw.hpp"  // zero/: the engine's CPU Adam, for cpu_adam_step
 
 namespace zcoll_torch {
 namespace py = pybind11;
@@ -243,7 +246,36 @@ class ZeroEngine {
 
 }  // namespace
 
+namespace {
+
+// One step of the engine's CPU Adam/AdamW on fp32 CPU tensors, in place (DeepSpeedCPUAdam's role):
+// what the engine runs on its shard, for benchmarks and for callers with their own flat states.
+void cpuAdamStep(at::Tensor p, const at::Tensor& g, at::Tensor m, at::Tensor v, double lr, double beta1, double beta2,
+                 double eps, double weightDecay, int64_t step, bool adamw, int threads) {
+  const at::Tensor* all[] = {&p, &g, &m, &v};
+  for (const at::Tensor* t : all)
+    if (t->scalar_type() != at::kFloat || !t->is_contiguous() || t->device().type() != at::kCPU)
+      throw py::value_error("cpu_adam_step: p, g, m and v must be contiguous float32 CPU tensors");
+  const int64_t n = p.numel();
+  if (g.numel() != n || m.numel() != n || v.numel() != n)
+    throw py::value_error("cpu_adam_step: p, g, m and v must have the same number of elements");
+  if (step < 1) throw py::value_error("cpu_adam_step: step must be >= 1 (it counts from 1)");
+  static std::unique_ptr<zz::CpuAdam> adam;
+  if (!adam || (threads > 0 && adam->threads() != threads)) adam = std::make_unique<zz::CpuAdam>(threads);
+  zz::AdamStep a;
+  a.lr = static_cast<float>(lr), a.beta1 = static_cast<float>(beta1), a.beta2 = static_cast<float>(beta2);
+  a.eps = static_cast<float>(eps), a.weightDecay = static_cast<float>(weightDecay), a.step = step, a.decoupled = adamw;
+  py::gil_scoped_release unlocked;
+  adam->step(p.data_ptr<float>(), g.data_ptr<float>(), m.data_ptr<float>(), v.data_ptr<float>(), static_cast<size_t>(n), a);
+}
+
+}  // namespace
+
 void defineZeroEngine(py::module_& m) {
+  m.def("cpu_adam_step", &cpuAdamStep, py::arg("p"), py::arg("g"), py::arg("m"), py::arg("v"), py::arg("lr"),
+        py::arg("beta1"), py::arg("beta2"), py::arg("eps"), py::arg("weight_decay"), py::arg("step"),
+        py::arg("adamw") = true, py::arg("threads") = 0,
+        "one step of the ZeRO engine's CPU Adam (AdamW when adamw) on fp32 CPU tensors, in place");
   py::class_<ZeroEngine>(m, "ZeroEngine", "The C++ ZeRO engine of one rank (zcoll/zero.hpp), on its own communicator.")
       .def(py::init<const py::bytes&, int, int, const std::string&, const std::vector<std::string>&,
                     const std::vector<std::vector<int64_t>>&, const std::vector<int>&, const std::vector<bool>&, int>(),

@@ -53,6 +53,24 @@ def test_deepspeed_keys_are_honoured_with_deepspeeds_meaning():
         check_all_ok(zlaunch(2, "keys", d), "keys")
 
 
+def test_cpu_adam_step_is_torch_adamw():
+    import torch
+    from zcoll_torch import _C
+    torch.manual_seed(0)
+    p = torch.randn(10007)
+    ref = torch.nn.Parameter(p.clone())
+    opt = torch.optim.AdamW([ref], lr=1e-2, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
+    m, v = torch.zeros_like(p), torch.zeros_like(p)
+    for step in range(1, 6):
+        g = torch.randn_like(p)
+        ref.grad = g.clone()
+        opt.step()
+        _C.cpu_adam_step(p, g, m, v, lr=1e-2, beta1=0.9, beta2=0.95, eps=1e-8, weight_decay=0.1, step=step)
+    assert (p - ref.detach()).abs().max().item() <= 1e-6
+    with pytest.raises(ValueError, match="float32"):
+        _C.cpu_adam_step(p.double(), g, m, v, lr=1e-2, beta1=0.9, beta2=0.95, eps=1e-8, weight_decay=0.1, step=1)
+
+
 def zcoll_run():
     path = os.environ.get("PYTHONPATH", "").split(":")[0]
     run = os.path.join(path, "..", "..", "tools", "zcoll-run")
