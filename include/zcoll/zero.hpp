@@ -134,7 +134,8 @@ struct TrainConfig {
     bool dumpState = false;          ///< "dump_state": log the configuration at start
     bool dataloaderDropLast = false; ///< "dataloader_drop_last"
     std::string tagValidation = "Warn"; ///< "checkpoint.tag_validation": Ignore, Warn or Fail on differing tags
-  } frontEnd;
+  };
+  FrontEnd frontEnd;                 ///< the front end's keys (above)
 };
 
 /** What parseConfig returns. */
