@@ -83,6 +83,11 @@ class Reader {
       *out = v->get<bool>();
     }
   }
+  // A boolean whose value makes no difference here (a schedule that gives the same result either way).
+  void anyBoolean(const std::string& key) {
+    bool unused = false;
+    boolean(key, &unused);
+  }
   void integer(const std::string& key, int64_t* out, int64_t min, int64_t max) {
     if (const json* v = find(key)) {
       double d = 0;
@@ -122,7 +127,6 @@ class Reader {
     return v;
   }
   std::string name(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
-  std::vector<std::string>* warnings() const { return warnings_; }
 
  private:
   static std::string number(double d) {
@@ -186,10 +190,8 @@ void readZero(Reader& top, std::vector<std::string>* warnings, ZeroOptimization*
   r.integer("allgather_bucket_size", &z->allgatherBucketSize, 0, INT64_MAX / 8);
   r.boolean("contiguous_gradients", &z->contiguousGradients);
   r.boolean("round_robin_gradients", &z->roundRobinGradients);
-  for (const char* k : {"use_multi_rank_bucket_allreduce", "log_trace_cache_warnings"}) {
-    bool ignored = false;
-    r.boolean(k, &ignored);
-  }
+  r.anyBoolean("use_multi_rank_bucket_allreduce");
+  r.anyBoolean("log_trace_cache_warnings");
   // DeepSpeed's legacy offload switches, as DeepSpeed maps them.
   bool cpuOffload = false, cpuOffloadParams = false, pin = false;
   r.boolean("cpu_offload", &cpuOffload);
@@ -218,8 +220,7 @@ void readZero(Reader& top, std::vector<std::string>* warnings, ZeroOptimization*
   r.boolean("gather_16bit_weights_on_model_save", &z->stage3Gather16bitWeightsOnModelSave);
   // DeepSpeed's defaults, which are what zcoll does; other values are features it does not have.
   r.only("load_from_fp32_weights", true, "checkpoints always restore the fp32 master weights");
-  bool elastic = false;  // either way: zcoll's checkpoints load at any rank count and stage
-  r.boolean("elastic_checkpoint", &elastic);
+  r.anyBoolean("elastic_checkpoint");  // either way: zcoll's checkpoints load at any rank count and stage
   r.only("ignore_unused_parameters", true, "a parameter without a gradient in a step is always tolerated");
   r.only("memory_efficient_linear", true, "stage 3 always runs its own linear, which keeps no weight copy");
   r.only("override_module_apply", true, "module.apply under zcoll_torch.zero.Init always sees gathered parameters");
@@ -406,10 +407,8 @@ void readFrontEnd(Reader& top, std::vector<std::string>* warnings, TrainConfig::
   top.boolean("dataloader_drop_last", &r->dataloaderDropLast);
   // Adam and AdamW, the only optimizers the engine runs, are on DeepSpeed's tested list; offload
   // always runs the engine's CPU Adam (DeepSpeed's zero_force_ds_cpu_optimizer).
-  for (const char* k : {"zero_allow_untested_optimizer", "zero_force_ds_cpu_optimizer"}) {
-    bool unused = false;
-    top.boolean(k, &unused);
-  }
+  top.anyBoolean("zero_allow_untested_optimizer");
+  top.anyBoolean("zero_force_ds_cpu_optimizer");
   if (const json* o = top.object("checkpoint")) {
     Reader c(*o, "checkpoint", warnings);
     c.string("tag_validation", &r->tagValidation);
@@ -442,10 +441,9 @@ void refuseFeatures(Reader& top) {
     if (top.find(k))
       throw ConfigError(std::string(k) + " is not supported by zcoll_torch.zero (zcoll has no such feature: leave it out)");
   }
-  const bool off = false;
-  top.only("sparse_gradients", off, "sparse gradients are reduced dense");
-  top.only("fp32_allreduce", off, "gradients are reduced in the training precision");
-  top.only("disable_allgather", off, "the updated parameters are always all-gathered");
+  top.only("sparse_gradients", false, "sparse gradients are reduced dense");
+  top.only("fp32_allreduce", false, "gradients are reduced in the training precision");
+  top.only("disable_allgather", false, "the updated parameters are always all-gathered");
 }
 
 }  // namespace

@@ -222,7 +222,7 @@ Result EngineImpl::crossCheck(bool locallyOk) {
                      uint64_t(config_.bf16), uint64_t(config_.gradientAccumulationSteps),
                      uint64_t(z.stage3ParamPersistenceThreshold), uint64_t(z.stage3PrefetchBucketSize),
                      uint64_t(z.stage3MaxLiveParameters), uint64_t(z.stage3MaxReuseDistance), uint64_t(z.subGroupSize),
-                     uint64_t(config_.prescaleGradients), uint64_t(predivideFactor() * 1024)})
+                     uint64_t(predivideFactor() * 1024)})
     cfg = mix(cfg, v);
   const uint64_t mine[5] = {locallyOk ? 1u : 0u, groups_.size(), total, groupsHash, cfg};
   std::vector<uint64_t> all(5 * static_cast<size_t>(ranks_));

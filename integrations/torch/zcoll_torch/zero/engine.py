@@ -209,8 +209,7 @@ class ZeroEngine(torch.nn.Module):
                 managed.append((name, p, group_of.get(id(p), 0), not trainable))
             else:
                 if _init.is_sharded(p):
-                    p.data = _init.gather(p)
-                    del p._zcoll_shard
+                    p.data = _init.take(p)
                 self._local.append(p)
         if not managed:
             raise ValueError("initialize: no parameter to train (every parameter is frozen or outside the optimizer)")
@@ -247,8 +246,7 @@ class ZeroEngine(torch.nn.Module):
         with torch.no_grad():
             for g, p in enumerate(self._params):
                 if _init.is_sharded(p):  # one parameter in full at a time
-                    self._e.init_params(g, _init.gather(p).to(torch.float32))
-                    del p._zcoll_shard
+                    self._e.init_params(g, _init.take(p).to(torch.float32))
                 else:
                     self._e.init_params(g, p.detach().to(torch.float32).contiguous().reshape(self._shapes[g]))
         self._grad_accs = []
@@ -313,7 +311,7 @@ class ZeroEngine(torch.nn.Module):
         self._empty = torch.empty(0, dtype=self._dtype)
         self._refs = [0] * len(self._params)
         for g, p in enumerate(self._params):
-            if p.numel() != self._numel(g):  # built in Init: storage for its shape while the hook is made
+            if p.numel() != torch.Size(self._shapes[g]).numel():  # built in Init: storage for its shape for the hook
                 p.data = torch.empty(self._shapes[g], dtype=self._dtype)
             if self._dtype != torch.float32:
                 p.data = p.data.to(self._dtype)
@@ -332,9 +330,6 @@ class ZeroEngine(torch.nn.Module):
             m.register_forward_hook(self._post_forward)
             if isinstance(m, torch.nn.Linear):
                 m.forward = _linear_forward.__get__(m)
-
-    def _numel(self, g):
-        return torch.Size(self._shapes[g]).numel()
 
     def _gather(self, g):
         if self._refs[g] == 0:
@@ -595,10 +590,9 @@ def GatheredParameters(params, modifier_rank=None, fwd_module=None, enabled=True
     params = list(params or [])
     sharded = [p for p in params if _init.is_sharded(p)]
     if enabled and sharded:  # built in Init, not yet given to an engine
-        with _init.gathered(sharded, modifier_rank):
-            with GatheredParameters([p for p in params if not _init.is_sharded(p)], modifier_rank, fwd_module,
-                                    enabled):
-                yield
+        others = [p for p in params if not _init.is_sharded(p)]
+        with _init.gathered(sharded, modifier_rank), GatheredParameters(others, modifier_rank, fwd_module, enabled):
+            yield
         return
     params = [p for p in params if getattr(p, "_zcoll_zero", None) is not None]
     if not enabled or not params:

@@ -22,19 +22,24 @@ def _shard_size(numel, n):
     return (numel + n - 1) // n
 
 
-def _shard(p):
-    """Keeps this rank's slice of p (rank 0's values) and empties p's storage."""
+def _keep_slice(p, full):
+    """p keeps this rank's slice of full (zero-padded to a multiple of the ranks); its storage empties."""
     n, r = dist.get_world_size(), dist.get_rank()
+    s = _shard_size(full.numel(), n)
+    piece = full.reshape(-1)[r * s:(r + 1) * s]
+    p._zcoll_shard = torch.zeros(s, dtype=full.dtype)
+    p._zcoll_shard[:piece.numel()] = piece
+    p.data = torch.empty(0, dtype=full.dtype)
+
+
+def _shard(p):
+    """Keeps this rank's slice of p (rank 0's values)."""
     with torch.no_grad():
         full = p.data.contiguous()
         dist.broadcast(full, src=0)
-        s = _shard_size(full.numel(), n)
-        flat = torch.zeros(s * n, dtype=full.dtype)
-        flat[:full.numel()] = full.reshape(-1)
-        p._zcoll_shard = flat[r * s:(r + 1) * s].clone()
-    p.ds_shape = full.shape
-    p.ds_numel = full.numel()
-    p.data = torch.empty(0, dtype=full.dtype)
+        p.ds_shape = full.shape
+        p.ds_numel = full.numel()
+        _keep_slice(p, full)
 
 
 def gather(p):
@@ -45,22 +50,22 @@ def gather(p):
     return torch.cat(parts)[:p.ds_numel].reshape(p.ds_shape)
 
 
-def _unshard(p):
-    p.data = gather(p)
+def take(p):
+    """p's full value, gathered; p is Init's no more (an engine, or the module, holds it from now on)."""
+    full = gather(p)
+    del p._zcoll_shard
+    return full
 
 
 def _reshard(p, modifier_rank):
-    """Back to a slice: modifier_rank's values (None: every rank's own, unchanged)."""
-    n, r = dist.get_world_size(), dist.get_rank()
+    """Back to a slice: modifier_rank's values (None: the slice it had, unchanged)."""
     with torch.no_grad():
         full = p.data.contiguous()
-        if modifier_rank is not None:
-            dist.broadcast(full, src=modifier_rank)
-            s = _shard_size(full.numel(), n)
-            flat = torch.zeros(s * n, dtype=full.dtype)
-            flat[:full.numel()] = full.reshape(-1)
-            p._zcoll_shard = flat[r * s:(r + 1) * s].clone()
-    p.data = torch.empty(0, dtype=full.dtype)
+        if modifier_rank is None:
+            p.data = torch.empty(0, dtype=full.dtype)
+            return
+        dist.broadcast(full, src=modifier_rank)
+        _keep_slice(p, full)
 
 
 @contextlib.contextmanager
@@ -68,7 +73,7 @@ def gathered(params, modifier_rank=None):
     """Init's sharded parameters in full inside the block (GatheredParameters before initialize)."""
     params = [p for p in params if is_sharded(p)]
     for p in params:
-        _unshard(p)
+        p.data = gather(p)
     try:
         yield
     finally:
