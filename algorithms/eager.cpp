@@ -114,9 +114,7 @@ class EagerOp {
   }
   size_t elems(size_t bytes) const { return bytes >> std::countr_zero(es_); }
 
-  bool reduces() const {
-    return op_.coll == Collective::AllReduce || op_.coll == Collective::Reduce || op_.coll == Collective::ReduceScatter;
-  }
+  bool reduces() const { return traits(op_.coll).reduces; }
 
   void finalize(void* data, size_t n) const {
     if (FinalizeFn f = finalizeFunction(op_.dtype, op_.op))

@@ -1,4 +1,5 @@
-// registry.hpp - every algorithm zcoll has, and the choice of one for a call.
+// registry.hpp - every algorithm zcoll has, and the choice of one for a call (step 1 of
+// Communicator::plan, comm/communicator.hpp, which decides the rest of how an op runs).
 //
 // Selection, per call: a host op up to ZCOLL_EAGER_BYTES / (N-1), below the lower bound of every
 // ZCOLL_ALGO rule for its collective, goes to the collective's eager algorithm (algorithms/eager.cpp);

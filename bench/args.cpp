@@ -33,39 +33,20 @@ bool parseSize(const char* s, size_t* out) {
   return true;
 }
 
-bool parseColl(const char* s, Coll* out) {
-  struct { const char* name; Coll c; } names[] = {
-      {"allreduce", Coll::AllReduce},         {"all_reduce", Coll::AllReduce},
-      {"allgather", Coll::AllGather},         {"all_gather", Coll::AllGather},
-      {"reducescatter", Coll::ReduceScatter}, {"reduce_scatter", Coll::ReduceScatter},
-      {"broadcast", Coll::Broadcast},         {"bcast", Coll::Broadcast},
-      {"reduce", Coll::Reduce},               {"gather", Coll::Gather},
-      {"scatter", Coll::Scatter},             {"alltoall", Coll::AllToAll},
-      {"barrier", Coll::Barrier}};
-  for (auto& n : names)
-    if (!strcasecmp(s, n.name)) {
-      *out = n.c;
-      return true;
-    }
-  return false;
+// Every collective of core/types.hpp but send/recv, which is no collective to sweep.
+bool parseColl(const char* s, Collective* out) {
+  return parseCollective(s, out) && *out != Collective::SendRecv;
 }
 
 bool parseType(const char* s, std::vector<zcollDataType_t>* out) {
-  struct { const char* name; zcollDataType_t t; } names[] = {
-      {"int8", zcollInt8},      {"char", zcollInt8},     {"uint8", zcollUint8},       {"int32", zcollInt32},
-      {"int", zcollInt32},      {"uint32", zcollUint32}, {"int64", zcollInt64},       {"uint64", zcollUint64},
-      {"half", zcollFloat16},   {"float16", zcollFloat16}, {"float", zcollFloat32},   {"float32", zcollFloat32},
-      {"double", zcollFloat64}, {"float64", zcollFloat64}, {"bfloat16", zcollBfloat16}, {"bf16", zcollBfloat16}};
   if (!strcasecmp(s, "all")) {
     out->assign(std::begin(test::kAllTypes), std::end(test::kAllTypes));
     return true;
   }
-  for (auto& n : names)
-    if (!strcasecmp(s, n.name)) {
-      out->assign(1, n.t);
-      return true;
-    }
-  return false;
+  DataType t;
+  if (!parseDataType(s, &t)) return false;
+  out->assign(1, static_cast<zcollDataType_t>(t));
+  return true;
 }
 
 bool parseOp(const char* s, std::vector<zcollRedOp_t>* out) {
@@ -73,40 +54,17 @@ bool parseOp(const char* s, std::vector<zcollRedOp_t>* out) {
     out->assign(std::begin(test::kAllOps), std::end(test::kAllOps));
     return true;
   }
-  for (zcollRedOp_t op : test::kAllOps)
-    if (!strcasecmp(s, opName(op))) {
-      out->assign(1, op);
-      return true;
-    }
-  return false;
+  RedOp op;
+  if (!parseRedOp(s, &op)) return false;
+  out->assign(1, static_cast<zcollRedOp_t>(op));
+  return true;
 }
 
 }  // namespace
 
-const char* collName(Coll c) {
-  switch (c) {
-    case Coll::AllReduce: return "allreduce";
-    case Coll::AllGather: return "allgather";
-    case Coll::ReduceScatter: return "reducescatter";
-    case Coll::Broadcast: return "bcast";
-    case Coll::Reduce: return "reduce";
-    case Coll::Gather: return "gather";
-    case Coll::Scatter: return "scatter";
-    case Coll::AllToAll: return "alltoall";
-    case Coll::Barrier: return "barrier";
-  }
-  return "?";
-}
+const char* typeName(zcollDataType_t t) { return dataTypeName(static_cast<DataType>(t)).data(); }
 
-const char* typeName(zcollDataType_t t) {
-  static const char* const names[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double", "bfloat16"};
-  return t >= 0 && t < zcollNumTypes ? names[t] : "?";
-}
-
-const char* opName(zcollRedOp_t op) {
-  static const char* const names[] = {"sum", "prod", "max", "min", "avg"};
-  return op >= 0 && op < zcollNumOps ? names[op] : "?";
-}
+const char* opName(zcollRedOp_t op) { return redOpName(static_cast<RedOp>(op)).data(); }
 
 void printUsage(FILE* f, const char* prog) {
   std::fprintf(f,

@@ -32,19 +32,13 @@ double now() {
 // exact in every type and op. Rank q's input at index i is inputValue(op, type, q, i); collectives
 // that do not reduce move the Sum pattern.
 void fill(const Args& a, unsigned char* p, size_t n, int rank, size_t first = 0) {
-  test::fillInput(a.dtype, hasRedop(a.coll) ? a.redop : zcollSum, rank, p, n, first);
+  test::fillInput(a.dtype, traits(a.coll).reduces ? a.redop : zcollSum, rank, p, n, first);
 }
 void poison(unsigned char* p, size_t n, size_t es) { std::memset(p, 0xa5, n * es); }  // no input value looks like it
 
-// Collectives whose size is the total over ranks (nccl-tests' convention): count is per rank x nranks.
-bool perRankBlocks(Coll c) {
-  return c == Coll::AllGather || c == Coll::ReduceScatter || c == Coll::Gather || c == Coll::Scatter ||
-         c == Coll::AllToAll;
-}
-
-size_t countFor(Coll c, size_t bytes, int nranks, size_t es) {
+size_t countFor(Collective c, size_t bytes, int nranks, size_t es) {
   size_t n = bytes / es;
-  if (perRankBlocks(c)) n = n / static_cast<size_t>(nranks) * static_cast<size_t>(nranks);
+  if (traits(c).perRankBlocks) n = n / static_cast<size_t>(nranks) * static_cast<size_t>(nranks);
   return n;
 }
 
@@ -58,8 +52,8 @@ size_t nextSize(const Args& a, size_t bytes) {
 // collectives), as the table's algo column shows it.
 std::string algorithmFor(zcollComm_t comm, const Args& a, size_t count, int nranks) {
   char algo[64] = "?";
-  const size_t perCall = perRankBlocks(a.coll) ? count / static_cast<size_t>(nranks) : count;
-  zcollCommAlgorithmFor(comm, collName(a.coll), perCall, a.dtype, algo, sizeof algo);
+  const size_t perCall = traits(a.coll).perRankBlocks ? count / static_cast<size_t>(nranks) : count;
+  zcollCommAlgorithmFor(comm, collectiveName(a.coll).data(), perCall, a.dtype, algo, sizeof algo);
   return algo;
 }
 
@@ -143,8 +137,8 @@ class Runner {
       }
     }
     size_t maxSend = maxCount, maxRecv = maxCount;
-    if (a_.coll == Coll::AllGather || a_.coll == Coll::Gather) maxSend = maxCount / nranks_ + 1;
-    if (a_.coll == Coll::ReduceScatter || a_.coll == Coll::Scatter) maxRecv = maxCount / nranks_ + 1;
+    if (a_.coll == Collective::AllGather || a_.coll == Collective::Gather) maxSend = maxCount / nranks_ + 1;
+    if (a_.coll == Collective::ReduceScatter || a_.coll == Collective::Scatter) maxRecv = maxCount / nranks_ + 1;
     send_.allocate(maxSend * es_, a_.offset, rt_, a_.memAlloc);
     recv_.allocate(maxRecv * es_, a_.offset, rt_, a_.memAlloc);
     if (!send_ || !recv_) std::fprintf(stderr, "zcoll-bench: rank %d: cannot allocate buffers\n", rank_);
@@ -172,26 +166,27 @@ class Runner {
     const size_t mine = per * static_cast<size_t>(rank_) * es_;  // this rank's block, in bytes
     if (a_.fresh) freshen(s, r, count, per, mine);
     switch (a_.coll) {
-      case Coll::AllReduce:
+      case Collective::AllReduce:
         return zcollAllReduce(a_.inplace ? r : s, r, count, t, o, comm_, stream);
-      case Coll::AllGather:
+      case Collective::AllGather:
         return zcollAllGather(a_.inplace ? r + mine : s, r, per, t, comm_, stream);
-      case Coll::ReduceScatter:
+      case Collective::ReduceScatter:
         return zcollReduceScatter(s, a_.inplace ? s + mine : r, per, t, o, comm_, stream);
-      case Coll::Broadcast:
+      case Collective::Broadcast:
         return zcollBroadcast(r, r, count, t, a_.root, comm_, stream);
-      case Coll::Reduce:
+      case Collective::Reduce:
         return zcollReduce(a_.inplace ? r : s, r, count, t, o, a_.root, comm_, stream);
-      case Coll::Gather:
+      case Collective::Gather:
         return zcollGather(a_.inplace && rank_ == a_.root ? r + mine : s, r, per, t, a_.root, comm_, stream);
-      case Coll::Scatter:
+      case Collective::Scatter:
         return zcollScatter(s, a_.inplace && rank_ == a_.root ? s + mine : r, per, t, a_.root, comm_, stream);
-      case Coll::AllToAll:
+      case Collective::AllToAll:
         return zcollAlltoAll(s, r, per, t, comm_, stream);
-      case Coll::Barrier:
+      case Collective::Barrier:
         return zcollBarrier(comm_, stream);
+      default:
+        return zcollInvalidArgument;
     }
-    return zcollInvalidArgument;
   }
 
   // --fresh: a store to each cache line of this rank's input for the op (the bytes stay as they are),
@@ -201,15 +196,15 @@ class Runner {
     unsigned char* in = nullptr;
     size_t bytes = count * es_;
     switch (a_.coll) {
-      case Coll::AllReduce: in = a_.inplace ? r : s; break;
-      case Coll::AllGather: in = a_.inplace ? r + mine : s; bytes = per * es_; break;
-      case Coll::ReduceScatter: in = s; break;
-      case Coll::Broadcast: in = rank_ == a_.root ? r : nullptr; break;
-      case Coll::Reduce: in = a_.inplace ? r : s; break;
-      case Coll::Gather: in = a_.inplace && rank_ == a_.root ? r + mine : s; bytes = per * es_; break;
-      case Coll::Scatter: in = rank_ == a_.root ? s : nullptr; break;
-      case Coll::AllToAll: in = s; break;
-      case Coll::Barrier: break;
+      case Collective::AllReduce: in = a_.inplace ? r : s; break;
+      case Collective::AllGather: in = a_.inplace ? r + mine : s; bytes = per * es_; break;
+      case Collective::ReduceScatter: in = s; break;
+      case Collective::Broadcast: in = rank_ == a_.root ? r : nullptr; break;
+      case Collective::Reduce: in = a_.inplace ? r : s; break;
+      case Collective::Gather: in = a_.inplace && rank_ == a_.root ? r + mine : s; bytes = per * es_; break;
+      case Collective::Scatter: in = rank_ == a_.root ? s : nullptr; break;
+      case Collective::AllToAll: in = s; break;
+      default: break;  // barrier
     }
     if (!in || !bytes) return;
     // One byte of each line the input overlaps: its first byte, then each line start after it.
@@ -233,35 +228,35 @@ class Runner {
     const size_t per = count / static_cast<size_t>(nranks_);
     const size_t mine = per * static_cast<size_t>(rank_) * es_;
     switch (a_.coll) {
-      case Coll::AllReduce: case Coll::Reduce:
+      case Collective::AllReduce: case Collective::Reduce:
         if (a_.inplace) fill(a_, r, count, rank_);
         else { fill(a_, s, count, rank_); poison(r, count, es_); }
         break;
-      case Coll::AllGather:
+      case Collective::AllGather:
         poison(r, count, es_);
         fill(a_, a_.inplace ? r + mine : s, per, rank_);
         break;
-      case Coll::ReduceScatter:
+      case Collective::ReduceScatter:
         fill(a_, s, count, rank_);
         if (!a_.inplace) poison(r, per, es_);
         break;
-      case Coll::Broadcast:
+      case Collective::Broadcast:
         if (rank_ == a_.root) fill(a_, r, count, rank_);
         else poison(r, count, es_);
         break;
-      case Coll::Gather:
+      case Collective::Gather:
         poison(r, count, es_);
         fill(a_, a_.inplace && rank_ == a_.root ? r + mine : s, per, rank_);
         break;
-      case Coll::Scatter:
+      case Collective::Scatter:
         fill(a_, s, count, rank_);
         if (!(a_.inplace && rank_ == a_.root)) poison(r, per, es_);
         break;
-      case Coll::AllToAll:
+      case Collective::AllToAll:
         fill(a_, s, count, rank_);
         poison(r, count, es_);
         break;
-      case Coll::Barrier:
+      default:  // barrier (and send/recv, which the command line refuses) move no data
         break;
     }
   }
@@ -289,29 +284,29 @@ class Runner {
       }
     };
     switch (a_.coll) {
-      case Coll::AllReduce:
+      case Collective::AllReduce:
         reduced(r, count, 0);
         break;
-      case Coll::Reduce:
+      case Collective::Reduce:
         if (rank_ == a_.root) reduced(r, count, 0);
         break;
-      case Coll::ReduceScatter:
+      case Collective::ReduceScatter:
         reduced(a_.inplace ? send_.host() + per * R * es_ : r, per, R * per);
         break;
-      case Coll::Broadcast:
+      case Collective::Broadcast:
         input(r, count, a_.root, 0);
         break;
-      case Coll::AllGather: case Coll::Gather:
-        if (a_.coll == Coll::Gather && rank_ != a_.root) break;
+      case Collective::AllGather: case Collective::Gather:
+        if (a_.coll == Collective::Gather && rank_ != a_.root) break;
         for (int q = 0; q < nranks_; ++q) input(r + static_cast<size_t>(q) * per * es_, per, q, 0);
         break;
-      case Coll::Scatter:
+      case Collective::Scatter:
         input(a_.inplace && rank_ == a_.root ? send_.host() + per * R * es_ : r, per, a_.root, R * per);
         break;
-      case Coll::AllToAll:
+      case Collective::AllToAll:
         for (int q = 0; q < nranks_; ++q) input(r + static_cast<size_t>(q) * per * es_, per, q, R * per);
         break;
-      case Coll::Barrier:
+      default:  // barrier (and send/recv, which the command line refuses) move no data
         break;
     }
     return w;
@@ -369,9 +364,9 @@ long long sweep(const std::vector<zcollComm_t>& comms, const Args& a, FILE* out,
   const bool progress = rank == 0 && (a.progress > 0 || (a.progress < 0 && isatty(STDERR_FILENO)));
   for (size_t bytes = a.minBytes; bytes <= a.maxBytes;
        bytes = nextSize(a, bytes)) {
-    const bool barrier = a.coll == Coll::Barrier;  // one row, of size 0
+    const bool barrier = a.coll == Collective::Barrier;  // one row, of size 0
     const size_t count = barrier ? 0 : countFor(a.coll, bytes, nranks, es);
-    if (!barrier && (count == 0 || (perRankBlocks(a.coll) && count / nranks == 0))) continue;
+    if (!barrier && (count == 0 || (traits(a.coll).perRankBlocks && count / nranks == 0))) continue;
     const size_t pbytes = count * es;
     int iters = a.iters, warmup = a.warmup;
     if (a.budget && pbytes) {
@@ -465,16 +460,16 @@ long long sweep(const std::vector<zcollComm_t>& comms, const Args& a, FILE* out,
 }  // namespace
 
 // The first op forEachTypeOp runs (the CSV header goes with it).
-zcollRedOp_t firstOp(const Args& args) { return hasRedop(args.coll) ? args.redops.front() : zcollSum; }
+zcollRedOp_t firstOp(const Args& args) { return traits(args.coll).reduces ? args.redops.front() : zcollSum; }
 
 // Calls f(a) for each type x op of args (-d, -o; one op for collectives that do not reduce), with
 // a.dtype/a.redop set and, when there are several, a.jsonPath made distinct (FILE.TYPE.OP.json).
 // Returns the sum of f's wrong counts, or -1 at the first -1.
 template <typename F>
 long long forEachTypeOp(const Args& args, F&& f) {
-  const std::vector<zcollRedOp_t> ops = hasRedop(args.coll) ? args.redops : std::vector<zcollRedOp_t>{zcollSum};
+  const std::vector<zcollRedOp_t> ops = traits(args.coll).reduces ? args.redops : std::vector<zcollRedOp_t>{zcollSum};
   const std::vector<zcollDataType_t> types =
-      args.coll == Coll::Barrier ? std::vector<zcollDataType_t>{args.dtypes.front()} : args.dtypes;  // moves no data
+      args.coll == Collective::Barrier ? std::vector<zcollDataType_t>{args.dtypes.front()} : args.dtypes;  // moves no data
   const bool several = types.size() * ops.size() > 1;
   long long total = 0;
   for (zcollDataType_t t : types)
@@ -484,7 +479,7 @@ long long forEachTypeOp(const Args& args, F&& f) {
       a.redop = op;
       if (several && !a.jsonPath.empty()) {
         const size_t dot = a.jsonPath.rfind('.');
-        const std::string tag = std::string(".") + typeName(t) + (hasRedop(a.coll) ? std::string(".") + opName(op) : "");
+        const std::string tag = std::string(".") + typeName(t) + (traits(a.coll).reduces ? std::string(".") + opName(op) : "");
         a.jsonPath.insert(dot == std::string::npos || dot < a.jsonPath.rfind('/') + 1 ? a.jsonPath.size() : dot, tag);
       }
       const long long w = f(static_cast<const Args&>(a));
@@ -516,7 +511,7 @@ void printChoices(zcollComm_t comm, const Args& a, FILE* out) {
   zcollCommCount(comm, &nranks);
   if (rank != 0) return;
   std::fprintf(out, "# calibrated: %s on %d ranks; the automatic choice per size\n#    size(B)  algo\n",
-               collName(a.coll), nranks);
+               collectiveName(a.coll).data(), nranks);
   for (size_t bytes = a.minBytes; bytes <= a.maxBytes;
        bytes = nextSize(a, bytes)) {
     const size_t count = countFor(a.coll, bytes, nranks, test::typeSize(a.dtype));
@@ -526,7 +521,7 @@ void printChoices(zcollComm_t comm, const Args& a, FILE* out) {
 }
 
 std::string algoRule(const Args& args, const std::string& algo) {
-  return algo.empty() || algo == "auto" ? std::string() : std::string(collName(args.coll)) + ":" + algo;
+  return algo.empty() || algo == "auto" ? std::string() : std::string(collectiveName(args.coll).data()) + ":" + algo;
 }
 
 namespace {
@@ -570,7 +565,7 @@ long long runAll(zcollComm_t control, const Args& args, FILE* out) {
   zcollCommUserRank(control, &rank);
   zcollCommCount(control, &nranks);
   char list[512] = "";
-  if (zcollGetAlgorithmNames(collName(args.coll), list, sizeof list) != zcollSuccess) {
+  if (zcollGetAlgorithmNames(collectiveName(args.coll).data(), list, sizeof list) != zcollSuccess) {
     std::fprintf(stderr, "zcoll-bench: %s\n", zcollGetLastError(control));
     return -1;
   }
@@ -601,7 +596,7 @@ long long runAll(zcollComm_t control, const Args& args, FILE* out) {
     // An algorithm this communicator cannot run (hier on one host) would fall back to the automatic
     // choice: leave it out rather than show the automatic one under its name.
     char chosen[32] = "";
-    zcollCommAlgorithmFor(comm, collName(args.coll), 1 << 20, zcollFloat, chosen, sizeof chosen);
+    zcollCommAlgorithmFor(comm, collectiveName(args.coll).data(), 1 << 20, zcollFloat, chosen, sizeof chosen);
     if (name != chosen) {
       if (rank == 0) std::fprintf(out, "# %s: cannot run here, left out\n", name.c_str());
       zcollCommDestroy(comm);

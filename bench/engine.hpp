@@ -8,14 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "core/types.hpp"
 #include "zcoll/zcoll.h"
 
 namespace zcoll::bench {
 
-enum class Coll { AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, Gather, Scatter, AllToAll, Barrier };
-
 struct Args {
-  Coll coll = Coll::AllReduce;
+  Collective coll = Collective::AllReduce;
   size_t minBytes = 8;
   size_t maxBytes = size_t{256} << 20;
   double stepFactor = 2.0;
@@ -55,8 +54,7 @@ inline constexpr int kMaxTrials = 15;
 // with a message in *error; "-h" returns false with an empty error (usage requested).
 bool parseArgs(int argc, char** argv, Args* out, std::string* error);
 void printUsage(FILE* f, const char* prog);
-const char* collName(Coll c);
-// nccl-tests' names: "float", "half", "bfloat16", ...; "sum", "prod", "max", "min", "avg".
+// The tables' names (core/types.hpp): "float", "half", "bfloat16", ...; "sum", "prod", "max", "min", "avg".
 const char* typeName(zcollDataType_t t);
 const char* opName(zcollRedOp_t op);
 

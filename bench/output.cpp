@@ -11,27 +11,14 @@
 
 namespace zcoll::bench {
 
-double busFactor(Coll c, int n) {
-  switch (c) {
-    case Coll::AllReduce: return 2.0 * (n - 1) / n;
-    case Coll::AllGather: case Coll::ReduceScatter: case Coll::Gather: case Coll::Scatter: case Coll::AllToAll:
-      return static_cast<double>(n - 1) / n;
-    case Coll::Broadcast: case Coll::Reduce: return 1.0;
-    case Coll::Barrier: return 0.0;
-  }
-  return 1.0;
-}
-
-bool hasRedop(Coll c) { return c == Coll::AllReduce || c == Coll::ReduceScatter || c == Coll::Reduce; }
-
 void printHeader(FILE* out, const Args& a, int nranks, const std::string& algo) {
   char host[256] = "?";
   gethostname(host, sizeof host - 1);
-  const char* redop = hasRedop(a.coll) ? opName(a.redop) : "none";
+  const char* redop = traits(a.coll).reduces ? opName(a.redop) : "none";
   std::fprintf(out, "# zcoll-bench-format v1\n");
   std::fprintf(out, "# anchor: zcoll  coll: %s  algo: %s  nranks: %d  dtype: %s  redop: %s  inplace: %d\n",
-               collName(a.coll), algo.c_str(), nranks, typeName(a.dtype), redop,
-               a.coll == Coll::Broadcast ? 1 : a.inplace);
+               traits(a.coll).tableName.data(), algo.c_str(), nranks, typeName(a.dtype), redop,
+               a.coll == Collective::Broadcast ? 1 : a.inplace);
   std::fprintf(out,
                "# sweep: -b %zu -e %zu -f %g -i %zu  warmup: %d  iters: %d  trials: %d  budget: %zu  miniters: %d  "
                "sec-per-size: %g  total-sec: %g  check: %d  root: %d\n",
@@ -65,7 +52,7 @@ void printTable(FILE* out, const Args& a, int nranks, const std::string& label, 
     faults += r.faults;
     const double algbw = r.algbw(), busbw = algbw * busFactor(a.coll, nranks);
     std::fprintf(out, "  %10zu %12zu %6s %6s %12.2f %12.3f %12.3f %8lld %6d %12.2f %12.2f  %s\n", r.bytes, r.count,
-                 typeName(a.dtype), hasRedop(a.coll) ? opName(a.redop) : "none", r.sec * 1e6, algbw, busbw, r.wrong, r.iters,
+                 typeName(a.dtype), traits(a.coll).reduces ? opName(a.redop) : "none", r.sec * 1e6, algbw, busbw, r.wrong, r.iters,
                  r.tmin * 1e6, r.tmax * 1e6, r.algo.c_str());
     busbwSum += busbw;
     wrong += std::max(0LL, r.wrong);
@@ -90,7 +77,7 @@ void printCsv(FILE* out, const Args& a, int nranks, const std::vector<std::strin
     for (const SizeResult& r : results[k]) {
       const double algbw = r.algbw();
       std::fprintf(out, "%s,%s,%d,%zu,%zu,%s,%s,%.3f,%.4f,%.4f,%lld,%d,%.3f,%.3f,%s\n", labels[k].c_str(),
-                   collName(a.coll), nranks, r.bytes, r.count, typeName(a.dtype), hasRedop(a.coll) ? opName(a.redop) : "none",
+                   traits(a.coll).tableName.data(), nranks, r.bytes, r.count, typeName(a.dtype), traits(a.coll).reduces ? opName(a.redop) : "none",
                    r.sec * 1e6, algbw,
                    algbw * busFactor(a.coll, nranks), r.wrong, r.iters, r.tmin * 1e6, r.tmax * 1e6, r.algo.c_str());
     }
@@ -108,10 +95,10 @@ bool writeJson(const std::string& path, const Args& a, int nranks, const std::ve
               {"anchor", "zcoll"},
               {"version", version},
               {"host", host},
-              {"coll", collName(a.coll)},
+              {"coll", traits(a.coll).tableName.data()},
               {"nranks", nranks},
               {"dtype", typeName(a.dtype)},
-              {"redop", hasRedop(a.coll) ? opName(a.redop) : "none"},
+              {"redop", traits(a.coll).reduces ? opName(a.redop) : "none"},
               {"inplace", a.inplace},
               {"trials", a.trials},
               {"results", json::object()}};

@@ -24,8 +24,6 @@ struct SizeResult {
 };
 
 // nccl-tests' bus-bandwidth factor; whether the collective has a reduction operator.
-double busFactor(Coll c, int n);
-bool hasRedop(Coll c);
 
 // The table's header (the anchors' "# ..." lines) and one communicator's table under it.
 void printHeader(FILE* out, const Args& a, int nranks, const std::string& algo);

@@ -17,27 +17,26 @@ namespace zcoll {
 
 namespace {
 
-// The calibration cache: one file per (version, host, rank count, chunking) key.
-struct CachedModel {
-  uint64_t magic;
-  uint64_t key;
-  CostModel model;
-};
-constexpr uint64_t kCacheMagic = 0x7a636f6c6c434d31ull;  // "zcollCM1"
+// The calibration cache: one file per (version, host, rank count, chunking) key, holding the key and
+// the model's bytes (CostModel::serialize).
+constexpr uint64_t kCacheMagic = 0x7a636f6c6c434d32ull;  // "zcollCM2"
+constexpr long kMaxCacheBytes = 1 << 20;
 
 bool readCache(const std::string& path, uint64_t key, CostModel* out) {
   if (path.empty()) return false;
-  CachedModel c{};
   FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) return false;
-  bool ok = std::fread(&c, sizeof c, 1, f) == 1 && c.magic == kCacheMagic && c.key == key &&
-            c.model.curves >= 0 && c.model.curves <= static_cast<int>(std::size(c.model.allReduce)) &&
-            c.model.points >= 0 && c.model.points <= kCalibrationPoints;
-  for (int i = 0; ok && i < c.model.curves; ++i)
-    ok = std::memchr(c.model.allReduce[i].algo, 0, sizeof c.model.allReduce[i].algo) != nullptr;
+  uint64_t head[2] = {};
+  std::string bytes;
+  bool ok = std::fread(head, sizeof head, 1, f) == 1 && head[0] == kCacheMagic && head[1] == key;
+  if (ok) {
+    char buf[4096];
+    size_t got;
+    while ((got = std::fread(buf, 1, sizeof buf, f)) > 0 && static_cast<long>(bytes.size()) < kMaxCacheBytes)
+      bytes.append(buf, got);
+  }
   std::fclose(f);
-  if (ok) *out = c.model;
-  return ok;
+  return ok && CostModel::parse(bytes, out);
 }
 
 void writeCache(const std::string& path, uint64_t key, const CostModel& m) {
@@ -49,12 +48,32 @@ void writeCache(const std::string& path, uint64_t key, const CostModel& m) {
       if (i == dir.size() || dir[i] == '/') ::mkdir(dir.substr(0, i).c_str(), 0755);
   }
   const std::string tmp = fmt::format("{}.{}.tmp", path, getpid());
-  CachedModel c{kCacheMagic, key, m};
+  const uint64_t head[2] = {kCacheMagic, key};
+  const std::string bytes = m.serialize();
   FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) return;
-  const bool ok = std::fwrite(&c, sizeof c, 1, f) == 1;
+  const bool ok = std::fwrite(head, sizeof head, 1, f) == 1 && std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
   if (std::fclose(f) == 0 && ok) std::rename(tmp.c_str(), path.c_str());  // atomic for concurrent jobs
   else std::remove(tmp.c_str());
+}
+
+// Rank 0's cached model, when it has one, adopted by every rank: two bootstrap all-gathers (its size,
+// then its bytes). False on every rank when rank 0 has none.
+Status shareCachedModel(Bootstrap& bootstrap, int rank, int nranks, const std::string* cached, CostModel* out,
+                        bool* adopted) {
+  *adopted = false;
+  std::vector<uint64_t> sizes(static_cast<size_t>(nranks));
+  if (rank == 0 && cached) sizes[0] = cached->size();
+  if (Status s = bootstrap.allGather(sizes.data(), sizeof(uint64_t)); !s) return s;
+  const size_t n = sizes[0];
+  if (n == 0) return Status::ok();
+  std::string all(n * static_cast<size_t>(nranks), '\0');
+  if (rank == 0) std::memcpy(all.data(), cached->data(), n);
+  if (Status s = bootstrap.allGather(all.data(), n); !s) return s;
+  if (!CostModel::parse(std::string_view(all.data(), n), out))
+    return internalError("calibration: rank 0's cached cost model ({} bytes) does not parse here", n);
+  *adopted = true;
+  return Status::ok();
 }
 
 }  // namespace
@@ -63,24 +82,25 @@ Status Communicator::calibrate() {
   if (nranks_ == 1) return Status::ok();
   const int n = nranks_;
   const uint64_t host = bootstrap_->peers()[0].hostHash;
-  const std::string keyText = fmt::format("{}:{}:{}:{}x{}:{}:{}:{}:{}:{}:{}", ZCOLL_VERSION_CODE, host, n, selector_.hosts().hosts,
+  const std::string keyText = fmt::format("{}:{}:{}:{}x{}:{}:{}:{}:{}:{}", ZCOLL_VERSION_CODE, host, n, selector_.hosts().hosts,
                                           selector_.hosts().perHost, transport_->name(), config_.spinNs, hostChunkBytes_,
-                                          config_.fifoSlots, allAlgorithms().size(), sizeof(CostModel));
+                                          config_.fifoSlots, allAlgorithms().size());
   const uint64_t key = fnv1a(keyText.data(), keyText.size());
   const std::string path =
       config_.calibrationDir.empty() ? std::string() : fmt::format("{}/cost-model-{:016x}.bin", config_.calibrationDir, key);
 
   // Rank 0 decides between the cache and a fresh measurement; everyone follows it.
-  struct Shared {
-    int32_t cached;
-    CostModel model;
-  };
-  std::vector<Shared> all(static_cast<size_t>(n));
-  if (rank_ == 0 && !config_.recalibrate) all[0].cached = readCache(path, key, &all[0].model) ? 1 : 0;
-  if (Status s = bootstrap_->allGather(all.data(), sizeof(Shared)); !s) return s;
-  if (all[0].cached) {
-    selector_.setModel(all[0].model);
-    return Status::ok();
+  {
+    CostModel cached;
+    std::string bytes;
+    if (rank_ == 0 && !config_.recalibrate && readCache(path, key, &cached)) bytes = cached.serialize();
+    bool adopted = false;
+    if (Status s = shareCachedModel(*bootstrap_, rank_, n, bytes.empty() ? nullptr : &bytes, &cached, &adopted); !s)
+      return s;
+    if (adopted) {
+      selector_.setModel(cached);
+      return Status::ok();
+    }
   }
 
   constexpr size_t kMaxFloats = kCalibrationBytes[kCalibrationPoints - 1] / sizeof(float);
@@ -90,8 +110,7 @@ Status Communicator::calibrate() {
   std::vector<const Algorithm*> algos;
   const Algorithm* barrier = nullptr;
   for (const Algorithm* a : allAlgorithms()) {
-    if (a->collective() == Collective::AllReduce && !a->eager() && a->supportsOn(selector_.hosts()).isOk() &&
-        algos.size() < std::size(CostModel{}.allReduce))
+    if (a->collective() == Collective::AllReduce && !a->eager() && a->supportsOn(selector_.hosts()).isOk())
       algos.push_back(a);
     if (a->collective() == Collective::Barrier) barrier = a;
   }
@@ -109,24 +128,23 @@ Status Communicator::calibrate() {
   int opsPerSample[kCalibrationPoints];
   for (int k = 0; k < kCalibrationPoints; ++k) opsPerSample[k] = std::max(kMinOps[k], kOpsAt2Ranks[k] * 2 / n);
   constexpr int kMaxTrials = *std::max_element(std::begin(kTrials), std::end(kTrials));
-  constexpr int kMaxCurves = static_cast<int>(std::size(CostModel{}.allReduce));
+  const size_t curves = algos.size();
   CostModel m;
-  m.curves = static_cast<int>(algos.size());
   // Sizes of more than 256 chunks per rank would make the probe slow with small chunks: they are left
   // out and extrapolated.
   m.points = 0;
   while (m.points < kCalibrationPoints &&
          (m.points < 2 || kCalibrationBytes[m.points] <= 256 * hostChunkBytes_))
     ++m.points;
-  for (size_t i = 0; i < algos.size(); ++i)
-    std::snprintf(m.allReduce[i].algo, sizeof m.allReduce[i].algo, "%.*s", static_cast<int>(algos[i]->name().size()),
-                  algos[i]->name().data());
-  // This rank's seconds per op, [point][algorithm][trial].
-  struct Samples {
-    float t[kCalibrationPoints][kMaxCurves][kMaxTrials];
+  m.allReduce.resize(curves);
+  for (size_t i = 0; i < curves; ++i) m.allReduce[i].algo = std::string(algos[i]->name());
+  // Every rank's seconds per op: rank r's [point][algorithm][trial] at sample(r, k, i, trial).
+  const size_t perRank = static_cast<size_t>(kCalibrationPoints) * curves * kMaxTrials;
+  std::vector<float> samples(perRank * static_cast<size_t>(n));
+  auto sample = [&](int r, int k, size_t i, int trial) -> float& {
+    return samples[static_cast<size_t>(r) * perRank + (static_cast<size_t>(k) * curves + i) * kMaxTrials +
+                   static_cast<size_t>(trial)];
   };
-  std::vector<Samples> samples(static_cast<size_t>(n));
-  Samples& mine = samples[static_cast<size_t>(rank_)];
   // Trials are the outer loop: trial t of every size runs before trial t+1 of any, so a burst of
   // load from elsewhere (this VM's neighbours stall it for milliseconds) lands in one trial of a few
   // sizes - which the median discards - rather than in every trial of one size.
@@ -148,37 +166,36 @@ Status Communicator::calibrate() {
         const int64_t start = nowNs();
         for (int rep = 0; rep < opsPerSample[k]; ++rep)
           if (Status s = execute(op, *algos[i]); !s) return s;
-        if (trial >= 0) mine.t[k][i][trial] = static_cast<float>(static_cast<double>(nowNs() - start) * 1e-9 / opsPerSample[k]);
+        if (trial >= 0) sample(rank_, k, i, trial) = static_cast<float>(static_cast<double>(nowNs() - start) * 1e-9 / opsPerSample[k]);
       }
     }
   }
   // A sample is the mean over ranks (as zcoll-bench reports it: one rank alone may finish early, e.g.
   // the root of a broadcast phase); the figures come from the paired trials (pairedFigures). Every
   // rank gets every rank's samples and computes the same model.
-  if (Status s = bootstrap_->allGather(samples.data(), sizeof(Samples)); !s) return s;
+  if (Status s = bootstrap_->allGather(samples.data(), perRank * sizeof(float)); !s) return s;
+  std::vector<double> t(curves * kMaxTrials);
+  std::vector<float> figures(curves);
   for (int k = 0; k < m.points; ++k) {
-    std::array<double, kMaxCurves * kMaxTrials> t{};
-    for (size_t i = 0; i < algos.size(); ++i)
+    for (size_t i = 0; i < curves; ++i)
       for (int tr = 0; tr < kTrials[k]; ++tr) {
         double sum = 0;
-        for (int r = 0; r < n; ++r) sum += samples[static_cast<size_t>(r)].t[k][i][tr];
+        for (int r = 0; r < n; ++r) sum += sample(r, k, i, tr);
         t[i * static_cast<size_t>(kTrials[k]) + static_cast<size_t>(tr)] = sum / n;
       }
-    float figures[kMaxCurves];
-    pairedFigures(t.data(), static_cast<int>(algos.size()), kTrials[k], figures);
-    for (size_t i = 0; i < algos.size(); ++i) m.allReduce[i].seconds[k] = figures[i];
+    pairedFigures(t.data(), static_cast<int>(curves), kTrials[k], figures.data());
+    for (size_t i = 0; i < curves; ++i) m.allReduce[i].seconds[static_cast<size_t>(k)] = figures[i];
   }
   if (rank_ == 0)
-    for (size_t i = 0; i < algos.size(); ++i) {
+    for (const MeasuredCurve& c : m.allReduce) {
       std::string row;
-      for (int k = 0; k < m.points; ++k) row += fmt::format(" {:.2f}", m.allReduce[i].seconds[k] * 1e6);
+      for (int k = 0; k < m.points; ++k) row += fmt::format(" {:.2f}", c.seconds[static_cast<size_t>(k)] * 1e6);
       ZCOLL_INFO(Init, rank_, "calibration: {} ranks, all-reduce by {:<6} (us at {} sizes from 8 B):{}", n,
-                 m.allReduce[i].algo, m.points, row);
+                 c.algo, m.points, row);
     }
   // The analytic model of the other collectives, from the ring's figures.
-  for (int i = 0; i < m.curves; ++i) {
-    if (std::string_view(m.allReduce[i].algo) != "ring") continue;
-    const MeasuredCurve& c = m.allReduce[i];
+  for (const MeasuredCurve& c : m.allReduce) {
+    if (c.algo != "ring") continue;
     m.alpha = std::max(c.seconds[0] / (2.0 * (n - 1)), 1e-8);
     m.beta = std::max((c.seconds[m.points - 1] - c.seconds[0]) /
                           (2.0 * (n - 1) / n * static_cast<double>(kCalibrationBytes[m.points - 1])),

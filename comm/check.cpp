@@ -26,21 +26,14 @@ struct Signature {
   uint64_t pad;
 };
 
-bool reduces(Collective c) {
-  return c == Collective::AllReduce || c == Collective::ReduceScatter || c == Collective::Reduce;
-}
-bool rooted(Collective c) {
-  return c == Collective::Broadcast || c == Collective::Reduce || c == Collective::Gather || c == Collective::Scatter;
-}
-
 Signature signatureOf(const OpArgs& op, int rank) {
   Signature s{};
   s.magic = kSignatureMagic;
   s.coll = static_cast<int32_t>(op.coll);
   s.count = op.count;
   s.dtype = static_cast<int32_t>(op.dtype);
-  s.op = reduces(op.coll) ? static_cast<int32_t>(op.op) : -1;
-  s.root = rooted(op.coll) ? op.root : -1;
+  s.op = traits(op.coll).reduces ? static_cast<int32_t>(op.op) : -1;
+  s.root = traits(op.coll).rooted ? op.root : -1;
   s.rank = rank;
   s.seq = op.seq;
   return s;

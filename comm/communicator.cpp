@@ -102,7 +102,7 @@ Status Communicator::setUp() {
                "communicator ready: {} ranks on {} host(s) ({}), transport {}, chunk {} bytes x {} slots, timeout {} "
                "ms, cost model {} (alpha {:.2f} us, beta {:.2f} GB/s); all-reduce: {}{}",
                nranks, hosts.size(), fmt::join(hosts, ", "), c->transport_->name(), c->hostChunkBytes_,
-               config.fifoSlots, config.timeoutMs, m.curves ? "measured" : "built-in", m.alpha * 1e6, 1e-9 / m.beta,
+               config.fifoSlots, config.timeoutMs, m.allReduce.empty() ? "built-in" : "measured", m.alpha * 1e6, 1e-9 / m.beta,
                c->selector_.describe(Collective::AllReduce),
                config.algo.empty() ? "" : fmt::format(" (ZCOLL_ALGO={} applies first)", config.algo));
   }
@@ -174,6 +174,25 @@ std::string Communicator::asyncErrorMessage() {
   return firstError_;
 }
 
+Status Communicator::plan(const OpArgs& op, Plan* out) const {
+  *out = Plan{};
+  if (Status s = selector_.select(op, nranks_, &out->algo, &out->forced); !s) return s;
+  out->check = config_.check && op.coll != Collective::SendRecv && nranks_ > 1;
+  const bool host = !op.device;
+  const bool eager = out->algo->eager();
+  out->shortPath = eager && host && !tracer_;
+  if (out->shortPath || !host) return Status::ok();
+  const size_t bytes = opBytes(op.coll, op.count, op.dtype, nranks_);
+  // An eager op never offers zero copy (traced or not, every rank takes the same path).
+  out->offerZeroCopy = !out->forced && !eager && zeroCopyServes(op.coll) && nranks_ > 1 && config_.zeroCopyBytes > 0 &&
+                       transport_->mapsPeerMemory() && bytes >= static_cast<size_t>(config_.zeroCopyBytes);
+  out->streamStores = streamsStores(op);
+  // The zero-copy path's stores go around the cache once all ranks' buffers together outgrow it.
+  out->zeroCopyStreams = out->offerZeroCopy && config_.streamBytes > 0 &&
+                         zeroCopyFootprint(op, nranks_) >= static_cast<size_t>(config_.streamBytes);
+  return Status::ok();
+}
+
 Status Communicator::execute(const OpArgs& op) {
   if (int err = asyncError_.load(); err != 0) {
     std::lock_guard lock(mutex_);
@@ -181,21 +200,31 @@ Status Communicator::execute(const OpArgs& op) {
                   fmt::format("communicator unusable after an earlier failure: {}", firstError_));
   }
   if (abort_.load()) return Status(StatusCode::Aborted, "communicator aborted");
-  const Algorithm* algo = nullptr;
-  bool forced = false;
-  if (Status s = selector_.select(op, nranks_, &algo, &forced); !s) return s;
-  if (config_.check && op.coll != Collective::SendRecv && nranks_ > 1) {
+  Plan p;
+  if (Status s = plan(op, &p); !s) return s;
+  if (p.check) {
     Status s = checkSignature(op);
     if (!s) {
       if (s.code() != StatusCode::InvalidUsage) recordFailure(s);
       return s;
     }
   }
-  // The eager schedule of a small host op takes the short path (no tracer: its figures come from
-  // the full one).
-  if (algo->eager() && !op.device && !tracer_) return executeEager(op, *algo);
-  // An eager op never offers zero copy (traced or not, every rank takes the same path).
-  return execute(op, *algo, !forced && !algo->eager());
+  if (p.shortPath) return executeEager(op, *p.algo);
+  return run(op, p);
+}
+
+Status Communicator::execute(const OpArgs& op, const Algorithm& algo) {
+  Plan p;
+  p.algo = &algo;
+  p.streamStores = streamsStores(op);
+  return run(op, p);
+}
+
+bool Communicator::streamsStores(const OpArgs& op) const {
+  // Non-temporal stores of results, in ops larger than the cache: they win for the reducing
+  // collectives and all-gather; broadcast's receivers, which read the result again, lose.
+  return !op.device && traits(op.coll).streamsResults && config_.streamBytes > 0 &&
+         opBytes(op.coll, op.count, op.dtype, nranks_) >= static_cast<size_t>(config_.streamBytes);
 }
 
 Status Communicator::executeEager(const OpArgs& op, const Algorithm& algo) {
@@ -227,8 +256,8 @@ Waiter Communicator::newWaiter(Transport* transport) {
   return Waiter(transport, WaitPolicy{config_.spinNs, config_.yieldNs}, config_.timeoutMs, &abort_);
 }
 
-Status Communicator::execute(const OpArgs& op, const Algorithm& algoRef, bool zeroCopy) {
-  const Algorithm* algo = &algoRef;
+Status Communicator::run(const OpArgs& op, const Plan& plan) {
+  const Algorithm* algo = plan.algo;
   // Device buffers: the device transport (cuda_ipc) when there is one, else the host transport's
   // slots (registered with the runtime at the first device op), and the device executor.
   Transport* transport = transport_.get();
@@ -256,12 +285,7 @@ Status Communicator::execute(const OpArgs& op, const Algorithm& algoRef, bool ze
     ctx.stableSrc = op.sendbuf;
     ctx.stableBytes = op.stableSendBytes;
   }
-  // Non-temporal stores of results, in ops larger than the cache: they win for the reducing
-  // collectives and all-gather; broadcast's receivers, which read the result again, lose.
-  const bool streamable = op.coll == Collective::AllReduce || op.coll == Collective::ReduceScatter ||
-                          op.coll == Collective::Reduce || op.coll == Collective::AllGather;
-  ctx.streamStores = !dev && streamable && config_.streamBytes > 0 &&
-                     opBytes(op.coll, op.count, op.dtype, nranks_) >= static_cast<size_t>(config_.streamBytes);
+  ctx.streamStores = plan.streamStores;
   ZCOLL_TRACE(Coll, rank_, "{} #{} ({}): count {} {} {} root {}", collectiveName(op.coll), op.seq, algo->name(),
               op.count, dataTypeName(op.dtype), redOpName(op.op), op.root);
   const int64_t t0 = tracer_ ? nowNs() : 0;
@@ -269,13 +293,9 @@ Status Communicator::execute(const OpArgs& op, const Algorithm& algoRef, bool ze
   // decide the same from the offers they exchange), else the selected algorithm.
   bool ranZeroCopy = false;
   Status s;
-  if (zeroCopy && !dev && zeroCopyServes(op.coll) && nranks_ > 1 && config_.zeroCopyBytes > 0 &&
-      transport->mapsPeerMemory() &&
-      opBytes(op.coll, op.count, op.dtype, nranks_) >= static_cast<size_t>(config_.zeroCopyBytes)) {
-    // Its stores go around the cache once all ranks' buffers together outgrow it.
+  if (plan.offerZeroCopy) {
     AlgoContext zctx = ctx;
-    zctx.streamStores =
-        config_.streamBytes > 0 && zeroCopyFootprint(op, nranks_) >= static_cast<size_t>(config_.streamBytes);
+    zctx.streamStores = plan.zeroCopyStreams;
     s = zeroCopyCollective(op, zctx, &ranZeroCopy);
   }
   const std::string_view algoName = ranZeroCopy ? kZeroCopyName : algo->name();

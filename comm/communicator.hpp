@@ -79,8 +79,30 @@ class Communicator {
   Status wait(Request* req);
   bool test(Request* req, Status* result);
 
+  // How one op runs, all of it decided by plan() in this order (docs/algorithms.md, "Planning an op"):
+  //   1. the algorithm: the eager rule, then ZCOLL_ALGO's rules, then the cost model's table;
+  //   2. ZCOLL_CHECK's signature round, before any data moves;
+  //   3. the short path: an eager host op with no tracer, which needs nothing below;
+  //   4. the zero-copy offer: a host op zcopy serves, of at least ZCOLL_ZERO_COPY bytes, on a transport
+  //      that maps peer memory, whose algorithm was chosen automatically (not forced, not eager);
+  //   5. non-temporal stores: host ops of at least ZCOLL_STREAM_STORES whose results are not read again.
+  struct Plan {
+    const Algorithm* algo = nullptr;
+    bool forced = false;         // a ZCOLL_ALGO rule chose algo
+    bool check = false;
+    bool shortPath = false;
+    bool offerZeroCopy = false;
+    bool zeroCopyStreams = false;  // the zero-copy path's stores go around the cache
+    bool streamStores = false;
+  };
+  Status plan(const OpArgs& op, Plan* out) const;
   // The algorithm execute() would choose for op.
-  Status algorithmFor(const OpArgs& op, const Algorithm** out) const { return selector_.select(op, nranks_, out); }
+  Status algorithmFor(const OpArgs& op, const Algorithm** out) const {
+    Plan p;
+    Status s = plan(op, &p);
+    *out = p.algo;
+    return s;
+  }
   // The name of what ran the last operation that completed without error ("zcopy" for the zero-copy
   // path, "" before the first).
   std::string_view lastAlgorithm() const;
@@ -105,13 +127,16 @@ class Communicator {
   Communicator() = default;
   // Creation after the bootstrap: transport, device plan, calibration, tracer.
   Status setUp();
+  // An op as plan() says: the check round, then the short path or run().
   Status execute(const OpArgs& op);
-  // zeroCopy: a host all-reduce, reduce-scatter, all-gather or broadcast of at least ZCOLL_ZERO_COPY
-  // bytes first offers its buffers for the zero-copy path (algorithms/zcopy.hpp); the automatic
-  // choice only, never calibration.
-  Status execute(const OpArgs& op, const Algorithm& algo, bool zeroCopy = false);
+  // The calibration's ops: `algo` on op, with plan()'s stores and no check round or zero copy.
+  Status execute(const OpArgs& op, const Algorithm& algo);
+  // Step 5 of plan(): whether op's results go around the cache.
+  bool streamsStores(const OpArgs& op) const;
+  // The full path: device set-up, the zero-copy offer, the algorithm, tracing.
+  Status run(const OpArgs& op, const Plan& plan);
   // The short path of an op the selector gave to an eager algorithm (host buffers, no tracer): the
-  // schedule and the idle wait, none of execute()'s device, zero-copy and tracing set-up.
+  // schedule and the idle wait, none of run()'s device, zero-copy and tracing set-up.
   Status executeEager(const OpArgs& op, const Algorithm& algo);
   // The end of every executed op: what ran it (an Algorithm or &kZeroCopyName) becomes the last
   // algorithm when s is ok; a failure other than a usage error is recorded.

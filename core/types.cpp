@@ -1,4 +1,4 @@
-// types.cpp - printable names of the shared vocabulary.
+// types.cpp - names of the shared vocabulary, from the tables in types.hpp.
 #include "core/types.hpp"
 
 #include <strings.h>
@@ -7,35 +7,66 @@
 
 namespace zcoll {
 
+namespace {
+
+bool sameName(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && strncasecmp(a.data(), b.data(), a.size()) == 0;
+}
+
+// Whether `s` is one of the space-separated words of `list`, any case.
+bool inList(std::string_view list, std::string_view s) {
+  while (!list.empty()) {
+    const size_t space = list.find(' ');
+    if (sameName(list.substr(0, space), s)) return true;
+    list = space == std::string_view::npos ? std::string_view() : list.substr(space + 1);
+  }
+  return false;
+}
+
+}  // namespace
+
 std::string_view dataTypeName(DataType t) {
-  static constexpr std::string_view kNames[kNumDataTypes] = {
-      "int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double", "bfloat16"};
-  int i = static_cast<int>(t);
-  return i >= 0 && i < kNumDataTypes ? kNames[i] : "?";
+  const int i = static_cast<int>(t);
+  return i >= 0 && i < kNumDataTypes ? kDataTypes[i].name : "?";
 }
 
 std::string_view redOpName(RedOp op) {
-  static constexpr std::string_view kNames[kNumRedOps] = {"sum", "prod", "max", "min", "avg"};
-  int i = static_cast<int>(op);
-  return i >= 0 && i < kNumRedOps ? kNames[i] : "?";
+  const int i = static_cast<int>(op);
+  return i >= 0 && i < kNumRedOps ? kRedOpNames[i] : "?";
 }
 
 std::string_view collectiveName(Collective c) {
-  static constexpr std::string_view kNames[kNumCollectives] = {
-      "allreduce", "allgather", "reducescatter", "broadcast", "reduce", "sendrecv",
-      "gather",    "scatter",   "alltoall",      "barrier"};
-  int i = static_cast<int>(c);
-  return i >= 0 && i < kNumCollectives ? kNames[i] : "?";
+  const int i = static_cast<int>(c);
+  return i >= 0 && i < kNumCollectives ? kCollectives[i].name : "?";
 }
 
 bool parseCollective(std::string_view s, Collective* out) {
   std::string k;
   for (char ch : s)
-    if (ch != '_') k += static_cast<char>(ch >= 'A' && ch <= 'Z' ? ch - 'A' + 'a' : ch);
-  if (k == "bcast") k = "broadcast";
+    if (ch != '_') k += ch;
   for (int i = 0; i < kNumCollectives; ++i) {
-    if (k == collectiveName(static_cast<Collective>(i))) {
+    if (sameName(k, kCollectives[i].name) || sameName(k, kCollectives[i].tableName)) {
       *out = static_cast<Collective>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+bool parseDataType(std::string_view s, DataType* out) {
+  for (int i = 0; i < kNumDataTypes; ++i) {
+    if (sameName(s, kDataTypes[i].name) || inList(kDataTypes[i].aliases, s)) {
+      *out = static_cast<DataType>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+bool parseRedOp(std::string_view s, RedOp* out) {
+  for (int i = 0; i < kNumRedOps; ++i) {
+    if (sameName(s, kRedOpNames[i])) {
+      *out = static_cast<RedOp>(i);
       return true;
     }
   }

@@ -2,7 +2,7 @@
 // time when the CPU has them; host_reduce.cpp falls back to its portable kernels otherwise.
 //
 // They compute exactly what the portable kernels compute - widen to fp32, one fp32 operation, round
-// to nearest even once - so results are bit-identical whichever runs (tests/unit/reduce_test.cpp).
+// to nearest even once - so results are bit-identical whichever runs (tests/kernels/reduce_test.cpp).
 // Without them fp16 goes through libgcc's soft-float conversions (~0.1 GB/s) and bf16 through a
 // scalar rounding (~1 GB/s).
 #pragma once

@@ -4,7 +4,7 @@
 //
 // Each computes exactly what the portable kernel computes, lane by lane (the same operator
 // definitions; integers wrap), so results are bit-identical whichever runs
-// (tests/unit/reduce_test.cpp compares them on random data, NaN and infinities included).
+// (tests/kernels/reduce_test.cpp compares them on random data, NaN and infinities included).
 #pragma once
 
 #include "kernels/host_reduce.hpp"

@@ -69,7 +69,7 @@ class Waiter {
     if (ready()) return WaitResult::Ready;
     bool announced = false;
     const WaitResult r = wait(ready, deadPeer, via, peer, &announced);
-    if (announced && r == WaitResult::Ready) via->announceWaiting(-1);
+    if (announced && via && r == WaitResult::Ready) via->announceWaiting(-1);
     return r;
   }
 
@@ -128,7 +128,7 @@ class Waiter {
       // Sleeping already: a syscall to ask whether a peer died costs nothing that matters.
       // Asked again after: the peer may have handed over what we wait for just before it exited.
       if ((deadPeer_ = deadPeer()) >= 0) return ready() ? WaitResult::Ready : WaitResult::PeerDied;
-      if (now >= announceAt && !*announced) {
+      if (via && now >= announceAt && !*announced) {
         via->announceWaiting(peer);
         *announced = true;
       }

@@ -1,5 +1,5 @@
 // partition.hpp - where every parameter lives under ZeRO: the pure layout arithmetic of the engine
-// (no communication, no allocation beyond its tables), unit-tested in tests/unit/zero_partition_test.cpp.
+// (no communication, no allocation beyond its tables), unit-tested in tests/zero/partition_test.cpp.
 //
 // Groups (the trainer's layers, in registration order) are packed into units. A unit is what one
 // collective moves: its groups lie back to back in the flat buffer, followed by padding up to a

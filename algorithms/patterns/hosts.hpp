@@ -1,5 +1,5 @@
 // hosts.hpp - which ranks share a host, from the bootstrap's host identities (pure; tested in
-// tests/unit/patterns_test.cpp). Hosts are numbered in the order of their lowest rank; a host's
+// tests/algorithms/patterns_test.cpp). Hosts are numbered in the order of their lowest rank; a host's
 // ranks are listed in rank order, and a rank's local index is its place in that list.
 #pragma once
 

@@ -1,7 +1,7 @@
 // ring.hpp - pure ring arithmetic shared by every ring-shaped algorithm (host and, later, device).
 //
 // Nothing here touches memory or a transport: each function is a few integer operations with its
-// own unit test (tests/unit/patterns_test.cpp).
+// own unit test (tests/algorithms/patterns_test.cpp).
 #pragma once
 
 #include <algorithm>

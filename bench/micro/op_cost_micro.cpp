@@ -13,31 +13,32 @@
 #include <thread>
 #include <vector>
 
+#include "core/types.hpp"
 #include "zcoll/zcoll.h"
 
 namespace {
 
-enum class Coll { AllReduce, Broadcast, AllGather, ReduceScatter };
+using zcoll::Collective;
 
 constexpr size_t kCount = 2;  // 8 bytes of float
 
 // One op of `coll` on `comm`; `value` goes into every element sent (the peer stops on a non-zero sum).
-zcollResult_t runOp(Coll coll, zcollComm_t comm, float value, float* out) {
+zcollResult_t runOp(Collective coll, zcollComm_t comm, float value, float* out) {
   float in[2 * kCount] = {value, value, value, value};
   switch (coll) {
-    case Coll::AllReduce: return zcollAllReduce(in, out, kCount, zcollFloat, zcollSum, comm, nullptr);
-    case Coll::Broadcast: return zcollBroadcast(in, out, kCount, zcollFloat, 0, comm, nullptr);
-    case Coll::AllGather: return zcollAllGather(in, out, kCount / 2, zcollFloat, comm, nullptr);
-    case Coll::ReduceScatter: return zcollReduceScatter(in, out, kCount / 2, zcollFloat, zcollSum, comm, nullptr);
+    case Collective::AllReduce: return zcollAllReduce(in, out, kCount, zcollFloat, zcollSum, comm, nullptr);
+    case Collective::Broadcast: return zcollBroadcast(in, out, kCount, zcollFloat, 0, comm, nullptr);
+    case Collective::AllGather: return zcollAllGather(in, out, kCount / 2, zcollFloat, comm, nullptr);
+    case Collective::ReduceScatter: return zcollReduceScatter(in, out, kCount / 2, zcollFloat, zcollSum, comm, nullptr);
+    default: return zcollInvalidArgument;
   }
-  return zcollInvalidArgument;
 }
 
 // The ranks of one communicator in this process: rank 0 for the benchmark loop, the others on
 // threads that repeat its ops until one carries the stop value.
 class Ranks {
  public:
-  Ranks(int nranks, Coll coll) : coll_(coll) {
+  Ranks(int nranks, Collective coll) : coll_(coll) {
     zcollUniqueId id;
     if (zcollGetUniqueId(&id) != zcollSuccess) return;
     std::atomic<int> ready{0};
@@ -72,12 +73,12 @@ class Ranks {
   zcollComm_t comm() const { return comm_; }
 
  private:
-  Coll coll_;
+  Collective coll_;
   zcollComm_t comm_ = nullptr;
   std::vector<std::thread> peers_;
 };
 
-void OpCost(benchmark::State& state, Coll coll) {
+void OpCost(benchmark::State& state, Collective coll) {
   const int nranks = static_cast<int>(state.range(0));
   Ranks ranks(nranks, coll);
   if (!ranks.comm()) {
@@ -94,9 +95,9 @@ void OpCost(benchmark::State& state, Coll coll) {
   }
 }
 
-BENCHMARK_CAPTURE(OpCost, allreduce, Coll::AllReduce)->ArgName("ranks")->Arg(1)->Arg(2);
-BENCHMARK_CAPTURE(OpCost, broadcast, Coll::Broadcast)->ArgName("ranks")->Arg(1)->Arg(2);
-BENCHMARK_CAPTURE(OpCost, allgather, Coll::AllGather)->ArgName("ranks")->Arg(1)->Arg(2);
-BENCHMARK_CAPTURE(OpCost, reducescatter, Coll::ReduceScatter)->ArgName("ranks")->Arg(1)->Arg(2);
+BENCHMARK_CAPTURE(OpCost, allreduce, Collective::AllReduce)->ArgName("ranks")->Arg(1)->Arg(2);
+BENCHMARK_CAPTURE(OpCost, broadcast, Collective::Broadcast)->ArgName("ranks")->Arg(1)->Arg(2);
+BENCHMARK_CAPTURE(OpCost, allgather, Collective::AllGather)->ArgName("ranks")->Arg(1)->Arg(2);
+BENCHMARK_CAPTURE(OpCost, reducescatter, Collective::ReduceScatter)->ArgName("ranks")->Arg(1)->Arg(2);
 
 }  // namespace

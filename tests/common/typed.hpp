@@ -8,6 +8,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/types.hpp"
 #include "zcoll/zcoll.h"
 
 namespace zcoll::test {
@@ -16,31 +17,12 @@ inline const zcollDataType_t kAllTypes[] = {zcollInt8,    zcollUint8,   zcollInt
                                             zcollUint64,  zcollFloat16, zcollFloat32, zcollFloat64, zcollBfloat16};
 inline const zcollRedOp_t kAllOps[] = {zcollSum, zcollProd, zcollMax, zcollMin, zcollAvg};
 
-inline size_t typeSize(zcollDataType_t t) {
-  switch (t) {
-    case zcollInt8: case zcollUint8: return 1;
-    case zcollFloat16: case zcollBfloat16: return 2;
-    case zcollInt32: case zcollUint32: case zcollFloat32: return 4;
-    default: return 8;
-  }
-}
-
-inline std::string typeName(zcollDataType_t t) {
-  const char* n[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64", "fp16", "fp32", "fp64", "bf16"};
-  return n[t];
-}
-inline std::string opName(zcollRedOp_t o) {
-  const char* n[] = {"sum", "prod", "max", "min", "avg"};
-  return n[o];
-}
-
-inline bool isSigned(zcollDataType_t t) {
-  return t == zcollInt8 || t == zcollInt32 || t == zcollInt64 || t == zcollFloat16 || t == zcollFloat32 ||
-         t == zcollFloat64 || t == zcollBfloat16;
-}
-inline bool isFloat(zcollDataType_t t) {
-  return t == zcollFloat16 || t == zcollFloat32 || t == zcollFloat64 || t == zcollBfloat16;
-}
+// Sizes, names and signedness from the one table of data types (core/types.hpp).
+inline size_t typeSize(zcollDataType_t t) { return kDataTypes[t].size; }
+inline std::string typeName(zcollDataType_t t) { return std::string(kDataTypes[t].name); }
+inline std::string opName(zcollRedOp_t o) { return std::string(kRedOpNames[o]); }
+inline bool isSigned(zcollDataType_t t) { return kDataTypes[t].isSigned; }
+inline bool isFloat(zcollDataType_t t) { return kDataTypes[t].isFloat; }
 
 // Input of `rank` at element i for op: small integers so every result is exact in every type.
 inline int64_t inputValue(zcollRedOp_t op, zcollDataType_t t, int rank, size_t i) {

@@ -24,12 +24,6 @@ namespace {
 constexpr int kChunkBytes = 256;
 constexpr unsigned char kPoison = 0xA5;
 
-enum class Coll { AllReduce, ReduceScatter, Reduce, AllGather, Broadcast, Gather, Scatter, AllToAll };
-const char* collName(Coll c) {
-  const char* n[] = {"allreduce", "reducescatter", "reduce", "allgather", "broadcast", "gather", "scatter", "alltoall"};
-  return n[static_cast<int>(c)];
-}
-
 // Counts of every class: 0, 1, fewer than the ranks, odd, and many chunks per block.
 std::vector<size_t> countsFor(int nranks, size_t es) {
   std::vector<size_t> c = {0, 1, 37, 3 * static_cast<size_t>(nranks) * (kChunkBytes / es) + 5};
@@ -47,7 +41,7 @@ zcollConfig_t smallChunks(const char* algo) {
 }
 
 struct Case {
-  Coll coll;
+  Collective coll;
   zcollDataType_t type;
   zcollRedOp_t op;
   bool inPlace;
@@ -56,7 +50,7 @@ struct Case {
 };
 
 std::string describe(const Case& k, int nranks) {
-  return std::string(collName(k.coll)) + " " + typeName(k.type) + " " + opName(k.op) +
+  return std::string(collectiveName(k.coll)) + " " + typeName(k.type) + " " + opName(k.op) +
          (k.inPlace ? " in-place" : " out-of-place") + " count=" + std::to_string(k.count) +
          " root=" + std::to_string(k.root) + " nranks=" + std::to_string(nranks);
 }
@@ -122,54 +116,55 @@ void runCase(const Case& k, int rank, int nranks, zcollComm_t comm) {
   const size_t es = typeSize(k.type);
   const size_t n = k.count, N = static_cast<size_t>(nranks);
   size_t sendElems = n, recvElems = n;
-  if (k.coll == Coll::AllGather || k.coll == Coll::Gather || k.coll == Coll::AllToAll) recvElems = n * N;
-  if (k.coll == Coll::ReduceScatter || k.coll == Coll::Scatter || k.coll == Coll::AllToAll) sendElems = n * N;
+  if (k.coll == Collective::AllGather || k.coll == Collective::Gather || k.coll == Collective::AllToAll) recvElems = n * N;
+  if (k.coll == Collective::ReduceScatter || k.coll == Collective::Scatter || k.coll == Collective::AllToAll) sendElems = n * N;
   // One allocation for both buffers so in-place layouts are exact; guard bytes around.
   Buffer send(sendElems * es + 64, kPoison), recv(recvElems * es + 64, kPoison);
   zcollStream_t stream = rankStream();
   void* sbuf = send.data();
   void* rbuf = recv.data();
-  const bool reduces = k.coll == Coll::AllReduce || k.coll == Coll::ReduceScatter || k.coll == Coll::Reduce;
-  const zcollRedOp_t inputOp = reduces ? k.op : zcollSum;
+  const zcollRedOp_t inputOp = traits(k.coll).reduces ? k.op : zcollSum;
   const bool atRoot = rank == k.root;
 
   // Inputs (in their in-place position where needed).
   switch (k.coll) {
-    case Coll::AllReduce: case Coll::Reduce: case Coll::Broadcast:
+    case Collective::AllReduce: case Collective::Reduce: case Collective::Broadcast:
       fillInput(k.type, inputOp, rank, k.inPlace ? rbuf : sbuf, n);
       if (k.inPlace) sbuf = rbuf;
       break;
-    case Coll::ReduceScatter:
+    case Collective::ReduceScatter:
       fillInput(k.type, inputOp, rank, sbuf, n * N);
       if (k.inPlace) rbuf = static_cast<char*>(sbuf) + rank * n * es;
       break;
-    case Coll::AllGather:
+    case Collective::AllGather:
       if (k.inPlace) sbuf = static_cast<char*>(rbuf) + rank * n * es;
       fillInput(k.type, inputOp, rank, sbuf, n);
       break;
-    case Coll::Gather:
+    case Collective::Gather:
       if (k.inPlace && atRoot) sbuf = static_cast<char*>(rbuf) + rank * n * es;
       fillInput(k.type, inputOp, rank, sbuf, n);
       break;
-    case Coll::Scatter:
+    case Collective::Scatter:
       if (atRoot) fillInput(k.type, inputOp, rank, sbuf, n * N);
       if (k.inPlace && atRoot) rbuf = static_cast<char*>(sbuf) + rank * n * es;
       break;
-    case Coll::AllToAll:
+    case Collective::AllToAll:
       fillInput(k.type, inputOp, rank, sbuf, n * N);
       break;
+    default: FAIL() << describe(k, nranks) << ": not a collective of the matrix";
   }
 
   zcollResult_t r = zcollSuccess;
   switch (k.coll) {
-    case Coll::AllReduce: r = zcollAllReduce(sbuf, rbuf, n, k.type, k.op, comm, stream); break;
-    case Coll::ReduceScatter: r = zcollReduceScatter(sbuf, rbuf, n, k.type, k.op, comm, stream); break;
-    case Coll::Reduce: r = zcollReduce(sbuf, rbuf, n, k.type, k.op, k.root, comm, stream); break;
-    case Coll::AllGather: r = zcollAllGather(sbuf, rbuf, n, k.type, comm, stream); break;
-    case Coll::Broadcast: r = zcollBroadcast(sbuf, rbuf, n, k.type, k.root, comm, stream); break;
-    case Coll::Gather: r = zcollGather(sbuf, rbuf, n, k.type, k.root, comm, stream); break;
-    case Coll::Scatter: r = zcollScatter(sbuf, rbuf, n, k.type, k.root, comm, stream); break;
-    case Coll::AllToAll: r = zcollAlltoAll(sbuf, rbuf, n, k.type, comm, stream); break;
+    case Collective::AllReduce: r = zcollAllReduce(sbuf, rbuf, n, k.type, k.op, comm, stream); break;
+    case Collective::ReduceScatter: r = zcollReduceScatter(sbuf, rbuf, n, k.type, k.op, comm, stream); break;
+    case Collective::Reduce: r = zcollReduce(sbuf, rbuf, n, k.type, k.op, k.root, comm, stream); break;
+    case Collective::AllGather: r = zcollAllGather(sbuf, rbuf, n, k.type, comm, stream); break;
+    case Collective::Broadcast: r = zcollBroadcast(sbuf, rbuf, n, k.type, k.root, comm, stream); break;
+    case Collective::Gather: r = zcollGather(sbuf, rbuf, n, k.type, k.root, comm, stream); break;
+    case Collective::Scatter: r = zcollScatter(sbuf, rbuf, n, k.type, k.root, comm, stream); break;
+    case Collective::AllToAll: r = zcollAlltoAll(sbuf, rbuf, n, k.type, comm, stream); break;
+    default: break;
   }
   ASSERT_EQ(r, zcollSuccess) << describe(k, nranks) << " rank " << rank << ": " << zcollGetLastError(comm);
   if (stream) {
@@ -183,10 +178,10 @@ void runCase(const Case& k, int rank, int nranks, zcollComm_t comm) {
   const unsigned char* out = static_cast<const unsigned char*>(rbuf);
   size_t outElems = recvElems;
   switch (k.coll) {
-    case Coll::AllReduce:
+    case Collective::AllReduce:
       for (size_t i = 0; i < n; ++i) storeExpected(k.type, k.op, nranks, expect.data(), i, i);
       break;
-    case Coll::Reduce:
+    case Collective::Reduce:
       if (rank == k.root) {
         for (size_t i = 0; i < n; ++i) storeExpected(k.type, k.op, nranks, expect.data(), i, i);
       } else if (!k.inPlace) {
@@ -195,57 +190,44 @@ void runCase(const Case& k, int rank, int nranks, zcollComm_t comm) {
         fillInput(k.type, inputOp, rank, expect.data(), n);  // in place: our input, unchanged
       }
       break;
-    case Coll::ReduceScatter:
+    case Collective::ReduceScatter:
       for (size_t i = 0; i < n; ++i) storeExpected(k.type, k.op, nranks, expect.data(), i, rank * n + i);
       break;
-    case Coll::AllGather:
+    case Collective::AllGather:
       for (int q = 0; q < nranks; ++q)
         fillInput(k.type, inputOp, q, expect.data() + q * n * es, n);
       break;
-    case Coll::Broadcast:
+    case Collective::Broadcast:
       fillInput(k.type, inputOp, k.root, expect.data(), n);
       break;
-    case Coll::Gather:
+    case Collective::Gather:
       if (atRoot) {
         for (int q = 0; q < nranks; ++q) fillInput(k.type, inputOp, q, expect.data() + q * n * es, n);
       } else if (k.inPlace) {
         outElems = 0;  // non-root recvbuff is not used
       }
       break;
-    case Coll::Scatter:
+    case Collective::Scatter:
       fillInput(k.type, inputOp, k.root, expect.data(), n, rank * n);
       break;
-    case Coll::AllToAll:
+    case Collective::AllToAll:
       for (int q = 0; q < nranks; ++q) fillInput(k.type, inputOp, q, expect.data() + q * n * es, n, rank * n);
       break;
+    default: break;
   }
   size_t bad = firstMismatch(out, expect.data(), outElems, es);
   EXPECT_EQ(bad, outElems) << describe(k, nranks) << ": rank " << rank << " wrong at element " << bad << " ("
                            << countMismatches(out, expect.data(), outElems, es) << " wrong)";
   // Nothing written past the output.
-  if (!(k.inPlace && (k.coll == Coll::ReduceScatter || (k.coll == Coll::Scatter && atRoot)))) {
+  if (!(k.inPlace && (k.coll == Collective::ReduceScatter || (k.coll == Collective::Scatter && atRoot)))) {
     for (size_t b = recvElems * es; b < recv.size(); ++b)
       ASSERT_EQ(recv[b], kPoison) << describe(k, nranks) << ": rank " << rank << " wrote past recvbuff";
   }
 }
 
-Collective internal(Coll c) {
-  switch (c) {
-    case Coll::AllReduce: return Collective::AllReduce;
-    case Coll::ReduceScatter: return Collective::ReduceScatter;
-    case Coll::Reduce: return Collective::Reduce;
-    case Coll::AllGather: return Collective::AllGather;
-    case Coll::Broadcast: return Collective::Broadcast;
-    case Coll::Gather: return Collective::Gather;
-    case Coll::Scatter: return Collective::Scatter;
-    case Coll::AllToAll: return Collective::AllToAll;
-  }
-  return Collective::AllReduce;
-}
-
 struct Param {
   int nranks;
-  Coll coll;
+  Collective coll;
   const Algorithm* algo;
 };
 
@@ -253,10 +235,10 @@ struct Param {
 std::vector<Param> allParams() {
   std::vector<Param> out;
   for (int n : {1, 2, 3, 4, 5, 6, 7, 8})
-    for (Coll c : {Coll::AllReduce, Coll::ReduceScatter, Coll::Reduce, Coll::AllGather, Coll::Broadcast, Coll::Gather,
-                   Coll::Scatter, Coll::AllToAll})
+    for (Collective c : {Collective::AllReduce, Collective::ReduceScatter, Collective::Reduce, Collective::AllGather, Collective::Broadcast, Collective::Gather,
+                   Collective::Scatter, Collective::AllToAll})
       for (const Algorithm* a : allAlgorithms())
-        if (a->collective() == internal(c)) out.push_back({n, c, a});
+        if (a->collective() == c) out.push_back({n, c, a});
   return out;
 }
 
@@ -275,8 +257,8 @@ TEST_P(Matrix, ElementByElement) {
   if (deviceBuffers() && !algo->servesDevice()) GTEST_SKIP() << algoName << " serves host buffers only";
   RankPool pool(nranks, smallChunks(algoName.c_str()));
   ASSERT_TRUE(pool.ok());
-  const bool reduces = coll == Coll::AllReduce || coll == Coll::ReduceScatter || coll == Coll::Reduce;
-  const bool rooted = coll == Coll::Reduce || coll == Coll::Broadcast || coll == Coll::Gather || coll == Coll::Scatter;
+  const bool reduces = traits(coll).reduces;
+  const bool rooted = traits(coll).rooted;
   std::vector<int> roots = {0};
   int ran = 0;
   if (rooted && nranks > 1) roots.push_back(nranks - 1);
@@ -285,7 +267,7 @@ TEST_P(Matrix, ElementByElement) {
       if (!reduces && op != zcollSum) continue;
       if (sampledPairs() && op != zcollSum && type != zcollFloat32 && type != zcollInt32) continue;
       for (bool inPlace : {false, true}) {
-        if (inPlace && coll == Coll::AllToAll) continue;  // not defined for all-to-all
+        if (inPlace && coll == Collective::AllToAll) continue;  // not defined for all-to-all
         for (size_t count : countsFor(nranks, typeSize(type))) {
           for (int root : roots) {
             Case k{coll, type, op, inPlace, count, root};
@@ -301,7 +283,7 @@ TEST_P(Matrix, ElementByElement) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Algorithms, Matrix, ::testing::ValuesIn(allParams()), [](const auto& info) {
-  return std::string(collName(info.param.coll)) + "_" + std::string(info.param.algo->name()) + "_" +
+  return std::string(collectiveName(info.param.coll)) + "_" + std::string(info.param.algo->name()) + "_" +
          std::to_string(info.param.nranks) + "ranks";
 });
 

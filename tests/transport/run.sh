@@ -4,7 +4,7 @@
 # type x op of all-reduce/reduce-scatter/all-gather and a ring of send/recv with each buffer registered
 # (zcollCommRegister) around its call (collective_check: ucx sends stable buffers in place).
 #
-#   tests/transports/run.sh BUILD_DIR TRANSPORT      (meson test "transport tcp" / "transport ucx")
+#   tests/transport/run.sh BUILD_DIR TRANSPORT      (meson test "transport tcp" / "transport ucx")
 set -uo pipefail
 build=${1:?usage: run.sh BUILD_DIR TRANSPORT}
 transport=${2:?usage: run.sh BUILD_DIR TRANSPORT}

@@ -194,7 +194,9 @@ TEST(Rhd, HalvingKeepsAndGivesComplementaryHalvesThatPartnersMirror) {
           EXPECT_EQ(mine.keep.size() + mine.give.size(), cur.size());
           EXPECT_EQ(mine.keep.lo == cur.lo ? mine.keep.hi : mine.keep.lo,
                     mine.keep.lo == cur.lo ? mine.give.lo : mine.give.hi);
-          if (unit > 1) EXPECT_EQ((mine.keep.lo - all.lo) % unit, 0u);
+          if (unit > 1) {
+            EXPECT_EQ((mine.keep.lo - all.lo) % unit, 0u);
+          }
           cur = mine.keep;
         }
         for (size_t i = cur.lo; i < cur.hi; ++i) {

@@ -104,6 +104,39 @@ TEST(CostModel, LatencyThenBandwidth) {
   }
 }
 
+// Any number of measured curves, each under its full name, and the byte form that the cache and the
+// ranks share gives the same model back; anything else does not parse.
+TEST(CostModel, ManyCurvesWithFullNamesRoundTrip) {
+  CostModel m;
+  m.alpha = 1e-6, m.beta = 1e-10, m.message = 1e-7, m.points = kCalibrationPoints;
+  for (int i = 0; i < 20; ++i) {
+    MeasuredCurve c;
+    c.algo = "an_all_reduce_with_a_long_name_" + std::to_string(i);
+    for (int k = 0; k < kCalibrationPoints; ++k) c.seconds[static_cast<size_t>(k)] = 1e-6f * static_cast<float>((i + 1) * (k + 1));
+    m.allReduce.push_back(c);
+  }
+  EXPECT_FLOAT_EQ(m.measured("an_all_reduce_with_a_long_name_19", 8), 20e-6f);
+  EXPECT_FLOAT_EQ(m.measured("an_all_reduce_with_a_long_name_1", 8), 2e-6f);
+  EXPECT_EQ(m.measured("an_all_reduce_with_a_long_name", 8), -1.0);  // a prefix is another name
+  const std::string bytes = m.serialize();
+  CostModel back;
+  ASSERT_TRUE(CostModel::parse(bytes, &back));
+  EXPECT_EQ(back.alpha, m.alpha);
+  EXPECT_EQ(back.beta, m.beta);
+  EXPECT_EQ(back.points, m.points);
+  ASSERT_EQ(back.allReduce.size(), m.allReduce.size());
+  for (size_t i = 0; i < m.allReduce.size(); ++i) {
+    EXPECT_EQ(back.allReduce[i].algo, m.allReduce[i].algo);
+    EXPECT_EQ(back.allReduce[i].seconds, m.allReduce[i].seconds);
+  }
+  for (size_t cut : {size_t{0}, size_t{3}, bytes.size() / 2, bytes.size() - 1})
+    EXPECT_FALSE(CostModel::parse(std::string_view(bytes).substr(0, cut), &back)) << cut;
+  EXPECT_FALSE(CostModel::parse(bytes + "x", &back));
+  std::string bad = bytes;
+  bad[0] ^= 1;
+  EXPECT_FALSE(CostModel::parse(bad, &back));
+}
+
 // Algorithm A is faster than B within every trial but one (where the machine slowed down between
 // them); absolute medians pick B, the paired figures A.
 TEST(CostModel, PairedFiguresJudgeWithinTrials) {
