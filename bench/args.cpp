@@ -38,25 +38,13 @@ bool parseColl(const char* s, Collective* out) {
   return parseCollective(s, out) && *out != Collective::SendRecv;
 }
 
-bool parseType(const char* s, std::vector<zcollDataType_t>* out) {
-  if (!strcasecmp(s, "all")) {
-    out->assign(std::begin(test::kAllTypes), std::end(test::kAllTypes));
-    return true;
-  }
-  DataType t;
-  if (!parseDataType(s, &t)) return false;
-  out->assign(1, static_cast<zcollDataType_t>(t));
-  return true;
-}
-
-bool parseOp(const char* s, std::vector<zcollRedOp_t>* out) {
-  if (!strcasecmp(s, "all")) {
-    out->assign(std::begin(test::kAllOps), std::end(test::kAllOps));
-    return true;
-  }
-  RedOp op;
-  if (!parseRedOp(s, &op)) return false;
-  out->assign(1, static_cast<zcollRedOp_t>(op));
+// -d / -o: one name (parsed by `parse` into the core's enum E) or "all" (every value of `all`).
+template <typename E, typename C, size_t N>
+bool parseOneOrAll(const char* s, bool (*parse)(std::string_view, E*), const C (&all)[N], std::vector<C>* out) {
+  E one;
+  if (!strcasecmp(s, "all")) out->assign(std::begin(all), std::end(all));
+  else if (parse(s, &one)) out->assign(1, static_cast<C>(one));
+  else return false;
   return true;
 }
 
@@ -165,8 +153,8 @@ bool parseArgs(int argc, char** argv, Args* a, std::string* error) {
       case 'O': ok = parseSize(v, &a->offset) && a->offset % sizeof(float) == 0 && a->offset < 4096; break;
       case 'C': ok = parseColl(v, &a->coll); break;
       case 'J': a->jsonPath = v; ok = !a->jsonPath.empty(); break;
-      case 'd': ok = parseType(v, &a->dtypes); break;
-      case 'o': ok = parseOp(v, &a->redops); break;
+      case 'd': ok = parseOneOrAll(v, parseDataType, test::kAllTypes, &a->dtypes); break;
+      case 'o': ok = parseOneOrAll(v, parseRedOp, test::kAllOps, &a->redops); break;
       default: *error = std::string("unknown option ") + o; return false;
     }
     if (!ok) {

@@ -15,6 +15,18 @@
 
 namespace zcoll {
 
+namespace {
+
+// The header every bootstrap hello starts with: its kind, the wire version and the job's secret.
+template <typename Hello>
+void stamp(Hello* h, uint32_t magic, const Secret& secret) {
+  h->magic = magic;
+  h->version = wire::kVersion;
+  std::memcpy(h->secret, secret.data(), secret.size());
+}
+
+}  // namespace
+
 uint64_t localHostHash() {
   std::string key;
   std::ifstream bootId("/proc/sys/kernel/random/boot_id");
@@ -117,9 +129,7 @@ Status Bootstrap::rendezvous(const UniqueIdFields& id) {
   if (Status s = listenTcp(local, 4096, &listen_, &bound); !s) return std::move(s).withContext("bootstrap listen");
 
   wire::Hello h{};
-  h.magic = wire::kHelloMagic;
-  h.version = wire::kVersion;
-  std::memcpy(h.secret, secret_.data(), secret_.size());
+  stamp(&h, wire::kHelloMagic, secret_);
   h.rank = rank_;
   h.nranks = nranks_;
   h.info.rank = rank_;
@@ -166,9 +176,7 @@ Status Bootstrap::connectRing() {
   if (Status s = connectTcp(peers_[next].listen, deadline, abort_, &next_); !s)
     return std::move(s).withContext(fmt::format("bootstrap ring: rank {} connecting to rank {}", rank_, next));
   wire::RingHello h{};
-  h.magic = wire::kRingMagic;
-  h.version = wire::kVersion;
-  std::memcpy(h.secret, secret_.data(), secret_.size());
+  stamp(&h, wire::kRingMagic, secret_);
   h.nonce = nonce_;
   h.rank = rank_;
   if (Status s = sendAll(next_.get(), &h, sizeof h, deadline, abort_); !s)

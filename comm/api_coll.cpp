@@ -132,123 +132,54 @@ Status launch(const CommRef& ref, zcollComm_t comm, OpArgs& op, const Call& call
   return ref->call(op);
 }
 
-Status allReduce(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype, zcollRedOp_t op,
-                 zcollComm_t comm, Mode mode, zcollRequest_t* request,
-                 zcollStream_t stream) {
+// Every collective but send/recv, checked by its traits (a reducing one's op, a rooted one's root, a
+// count of nranks blocks that must not overflow) and its buffers' sizes and in-place layout.
+// Inlined into each entry point, where `coll` is a constant.
+__attribute__((always_inline)) inline Status collective(Collective coll, const void* sendbuff, void* recvbuff,
+                                                        size_t count, zcollDataType_t datatype, zcollRedOp_t op, int root,
+                                                        const char* countName, zcollComm_t comm, Mode mode,
+                                                        zcollRequest_t* request, zcollStream_t stream) {
+  const CollectiveTraits& t = traits(coll);
   if (Status s = checkType(datatype); !s) return s;
-  if (Status s = checkOp(op); !s) return s;
+  if (t.reduces)
+    if (Status s = checkOp(op); !s) return s;
   CommRef ref;
   if (Status s = ref.acquire(comm); !s) return s;
-  Call c;
-  c.sendElems = c.recvElems = count;
-  OpArgs a{Collective::AllReduce, sendbuff, recvbuff, count, static_cast<DataType>(datatype), static_cast<RedOp>(op)};
-  return launch(ref, comm, a, c, "count", mode, request, stream);
-}
-
-Status allGather(const void* sendbuff, void* recvbuff, size_t sendcount, zcollDataType_t datatype, zcollComm_t comm,
-                 Mode mode, zcollRequest_t* request,
-                 zcollStream_t stream) {
-  if (Status s = checkType(datatype); !s) return s;
-  CommRef ref;
-  if (Status s = ref.acquire(comm); !s) return s;
-  Call c;
-  c.sendElems = sendcount;
-  if (mulOverflows(sendcount, static_cast<size_t>(ref->nranks()), &c.recvElems))
-    return invalidArgument("sendcount = {}: times nranks overflows", sendcount);
-  c.inPlaceOffset = static_cast<int64_t>(sendcount) * ref->rank();
-  OpArgs a{Collective::AllGather, sendbuff, recvbuff, sendcount, static_cast<DataType>(datatype)};
-  return launch(ref, comm, a, c, "sendcount", mode, request, stream);
-}
-
-Status reduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, zcollDataType_t datatype,
-                     zcollRedOp_t op, zcollComm_t comm, Mode mode, zcollRequest_t* request,
-                 zcollStream_t stream) {
-  if (Status s = checkType(datatype); !s) return s;
-  if (Status s = checkOp(op); !s) return s;
-  CommRef ref;
-  if (Status s = ref.acquire(comm); !s) return s;
-  Call c;
-  c.recvElems = recvcount;
-  if (mulOverflows(recvcount, static_cast<size_t>(ref->nranks()), &c.sendElems))
-    return invalidArgument("recvcount = {}: times nranks overflows", recvcount);
-  c.inPlaceOffset = -static_cast<int64_t>(recvcount) * ref->rank();  // recvbuff == sendbuff + rank * recvcount
-  OpArgs a{Collective::ReduceScatter, sendbuff, recvbuff, recvcount, static_cast<DataType>(datatype),
-           static_cast<RedOp>(op)};
-  return launch(ref, comm, a, c, "recvcount", mode, request, stream);
-}
-
-Status broadcast(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype, int root,
-                 zcollComm_t comm, Mode mode, zcollRequest_t* request,
-                 zcollStream_t stream) {
-  if (Status s = checkType(datatype); !s) return s;
-  CommRef ref;
-  if (Status s = ref.acquire(comm); !s) return s;
-  if (Status s = checkRank(root, "root", ref->nranks()); !s) return s;
-  Call c;
-  c.sendElems = c.recvElems = count;
-  c.needSend = ref->rank() == root;
-  OpArgs a{Collective::Broadcast, sendbuff, recvbuff, count, static_cast<DataType>(datatype)};
-  a.root = root;
-  return launch(ref, comm, a, c, "count", mode, request, stream);
-}
-
-Status reduce(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype, zcollRedOp_t op, int root,
-              zcollComm_t comm, Mode mode, zcollRequest_t* request,
-                 zcollStream_t stream) {
-  if (Status s = checkType(datatype); !s) return s;
-  if (Status s = checkOp(op); !s) return s;
-  CommRef ref;
-  if (Status s = ref.acquire(comm); !s) return s;
-  if (Status s = checkRank(root, "root", ref->nranks()); !s) return s;
-  Call c;
-  c.sendElems = c.recvElems = count;
-  c.needRecv = ref->rank() == root;
-  OpArgs a{Collective::Reduce, sendbuff, recvbuff, count, static_cast<DataType>(datatype), static_cast<RedOp>(op)};
-  a.root = root;
-  return launch(ref, comm, a, c, "count", mode, request, stream);
-}
-
-// Gather (toRoot) and scatter: count elements per rank, nranks * count at the root.
-Status rooted(Collective coll, const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype, int root,
-              zcollComm_t comm, zcollStream_t stream) {
-  if (Status s = checkType(datatype); !s) return s;
-  CommRef ref;
-  if (Status s = ref.acquire(comm); !s) return s;
-  if (Status s = checkRank(root, "root", ref->nranks()); !s) return s;
+  if (t.rooted)
+    if (Status s = checkRank(root, "root", ref->nranks()); !s) return s;
+  size_t all = count;
+  if (t.perRankBlocks && mulOverflows(count, static_cast<size_t>(ref->nranks()), &all))
+    return invalidArgument("{} = {}: times nranks overflows", countName, count);
   const bool atRoot = ref->rank() == root;
-  size_t all = 0;
-  if (mulOverflows(count, static_cast<size_t>(ref->nranks()), &all))
-    return invalidArgument("count = {}: times nranks overflows", count);
+  const int64_t mine = static_cast<int64_t>(count) * ref->rank(), rootsBlock = static_cast<int64_t>(count) * root;
   Call c;
-  const int64_t rootOffset = static_cast<int64_t>(count) * root;
-  if (coll == Collective::Gather) {
-    c.sendElems = count;
-    c.recvElems = atRoot ? all : 0;
-    c.needRecv = atRoot;
-    c.inPlaceOffset = rootOffset;
-  } else {
-    c.sendElems = atRoot ? all : 0;
-    c.recvElems = count;
-    c.needSend = atRoot;
-    c.inPlaceOffset = -rootOffset;
+  c.sendElems = c.recvElems = count;
+  switch (coll) {
+    case Collective::AllGather: c.recvElems = all, c.inPlaceOffset = mine; break;
+    case Collective::ReduceScatter: c.sendElems = all, c.inPlaceOffset = -mine; break;  // recvbuff == sendbuff + rank * count
+    case Collective::Broadcast: c.needSend = atRoot; break;
+    case Collective::Reduce: c.needRecv = atRoot; break;
+    // Gather and scatter: count elements per rank, nranks * count at the root.
+    case Collective::Gather: c.recvElems = atRoot ? all : 0, c.needRecv = atRoot, c.inPlaceOffset = rootsBlock; break;
+    case Collective::Scatter: c.sendElems = atRoot ? all : 0, c.needSend = atRoot, c.inPlaceOffset = -rootsBlock; break;
+    case Collective::AllToAll: c.sendElems = c.recvElems = all, c.allowInPlace = false; break;
+    default: break;
   }
-  OpArgs a{coll, sendbuff, recvbuff, count, static_cast<DataType>(datatype)};
-  a.root = root;
-  return launch(ref, comm, a, c, "count", Mode::Blocking, nullptr, stream);
+  OpArgs a{coll, sendbuff, recvbuff, count, static_cast<DataType>(datatype),
+           t.reduces ? static_cast<RedOp>(op) : RedOp::Sum};
+  if (t.rooted) a.root = root;
+  return launch(ref, comm, a, c, countName, mode, request, stream);
 }
 
-Status allToAll(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype, zcollComm_t comm,
-                zcollStream_t stream) {
-  if (Status s = checkType(datatype); !s) return s;
-  CommRef ref;
-  if (Status s = ref.acquire(comm); !s) return s;
-  Call c;
-  if (mulOverflows(count, static_cast<size_t>(ref->nranks()), &c.sendElems))
-    return invalidArgument("count = {}: times nranks overflows", count);
-  c.recvElems = c.sendElems;
-  c.allowInPlace = false;
-  OpArgs a{Collective::AllToAll, sendbuff, recvbuff, count, static_cast<DataType>(datatype)};
-  return launch(ref, comm, a, c, "count", Mode::Blocking, nullptr, stream);
+// A collective's C entry point: the call through the ABI boundary (comm/boundary.hpp).
+__attribute__((always_inline)) inline zcollResult_t entry(const char* function, Collective coll, const void* sendbuff,
+                                                          void* recvbuff, size_t count, zcollDataType_t datatype,
+                                                          zcollRedOp_t op, int root, const char* countName,
+                                                          zcollComm_t comm, Mode mode, zcollRequest_t* request,
+                                                          zcollStream_t stream) {
+  return apiCall(function, [&] {
+    return collective(coll, sendbuff, recvbuff, count, datatype, op, root, countName, comm, mode, request, stream);
+  });
 }
 
 Status sendRecv(bool isSend, const void* buf, size_t count, zcollDataType_t datatype, int peer, zcollComm_t comm,
@@ -302,58 +233,50 @@ extern "C" {
 
 zcollResult_t zcollAllReduce(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype,
                              zcollRedOp_t op, zcollComm_t comm, zcollStream_t stream) {
-  return apiCall("zcollAllReduce", [&] {
-    return allReduce(sendbuff, recvbuff, count, datatype, op, comm, Mode::Blocking, nullptr, stream);
-  });
+  return entry("zcollAllReduce", Collective::AllReduce, sendbuff, recvbuff, count, datatype, op, 0, "count", comm,
+               Mode::Blocking, nullptr, stream);
 }
 
 zcollResult_t zcollAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, zcollDataType_t datatype,
                              zcollComm_t comm, zcollStream_t stream) {
-  return apiCall("zcollAllGather", [&] {
-    return allGather(sendbuff, recvbuff, sendcount, datatype, comm, Mode::Blocking, nullptr, stream);
-  });
+  return entry("zcollAllGather", Collective::AllGather, sendbuff, recvbuff, sendcount, datatype, zcollSum, 0,
+               "sendcount", comm, Mode::Blocking, nullptr, stream);
 }
 
 zcollResult_t zcollReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, zcollDataType_t datatype,
                                  zcollRedOp_t op, zcollComm_t comm, zcollStream_t stream) {
-  return apiCall("zcollReduceScatter", [&] {
-    return reduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, Mode::Blocking, nullptr, stream);
-  });
+  return entry("zcollReduceScatter", Collective::ReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0,
+               "recvcount", comm, Mode::Blocking, nullptr, stream);
 }
 
 zcollResult_t zcollBroadcast(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype, int root,
                              zcollComm_t comm, zcollStream_t stream) {
-  return apiCall("zcollBroadcast", [&] {
-    return broadcast(sendbuff, recvbuff, count, datatype, root, comm, Mode::Blocking, nullptr, stream);
-  });
+  return entry("zcollBroadcast", Collective::Broadcast, sendbuff, recvbuff, count, datatype, zcollSum, root, "count",
+               comm, Mode::Blocking, nullptr, stream);
 }
 
-zcollResult_t zcollReduce(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype,
-                          zcollRedOp_t op, int root, zcollComm_t comm, zcollStream_t stream) {
-  return apiCall("zcollReduce", [&] {
-    return reduce(sendbuff, recvbuff, count, datatype, op, root, comm, Mode::Blocking, nullptr, stream);
-  });
+zcollResult_t zcollReduce(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype, zcollRedOp_t op,
+                          int root, zcollComm_t comm, zcollStream_t stream) {
+  return entry("zcollReduce", Collective::Reduce, sendbuff, recvbuff, count, datatype, op, root, "count", comm,
+               Mode::Blocking, nullptr, stream);
 }
 
 zcollResult_t zcollGather(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype, int root,
                           zcollComm_t comm, zcollStream_t stream) {
-  return apiCall("zcollGather", [&] {
-    return rooted(Collective::Gather, sendbuff, recvbuff, count, datatype, root, comm, stream);
-  });
+  return entry("zcollGather", Collective::Gather, sendbuff, recvbuff, count, datatype, zcollSum, root, "count", comm,
+               Mode::Blocking, nullptr, stream);
 }
 
 zcollResult_t zcollScatter(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype, int root,
                            zcollComm_t comm, zcollStream_t stream) {
-  return apiCall("zcollScatter", [&] {
-    return rooted(Collective::Scatter, sendbuff, recvbuff, count, datatype, root, comm, stream);
-  });
+  return entry("zcollScatter", Collective::Scatter, sendbuff, recvbuff, count, datatype, zcollSum, root, "count", comm,
+               Mode::Blocking, nullptr, stream);
 }
 
 zcollResult_t zcollAlltoAll(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype,
                             zcollComm_t comm, zcollStream_t stream) {
-  return apiCall("zcollAlltoAll", [&] {
-    return allToAll(sendbuff, recvbuff, count, datatype, comm, stream);
-  });
+  return entry("zcollAlltoAll", Collective::AllToAll, sendbuff, recvbuff, count, datatype, zcollSum, 0, "count", comm,
+               Mode::Blocking, nullptr, stream);
 }
 
 zcollResult_t zcollBarrier(zcollComm_t comm, zcollStream_t stream) {
@@ -367,16 +290,12 @@ zcollResult_t zcollBarrier(zcollComm_t comm, zcollStream_t stream) {
 
 zcollResult_t zcollSend(const void* sendbuff, size_t count, zcollDataType_t datatype, int peer, zcollComm_t comm,
                         zcollStream_t stream) {
-  return apiCall("zcollSend", [&] {
-    return sendRecv(true, sendbuff, count, datatype, peer, comm, stream);
-  });
+  return apiCall("zcollSend", [&] { return sendRecv(true, sendbuff, count, datatype, peer, comm, stream); });
 }
 
 zcollResult_t zcollRecv(void* recvbuff, size_t count, zcollDataType_t datatype, int peer, zcollComm_t comm,
                         zcollStream_t stream) {
-  return apiCall("zcollRecv", [&] {
-    return sendRecv(false, recvbuff, count, datatype, peer, comm, stream);
-  });
+  return apiCall("zcollRecv", [&] { return sendRecv(false, recvbuff, count, datatype, peer, comm, stream); });
 }
 
 zcollResult_t zcollRecvAny(void* recvbuff, size_t count, zcollDataType_t datatype, int* peer, zcollComm_t comm,
@@ -394,34 +313,32 @@ zcollResult_t zcollGroupEnd(void) {
 
 zcollResult_t zcollAllReduceAsync(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype,
                                   zcollRedOp_t op, zcollComm_t comm, zcollRequest_t* request) {
-  return apiCall("zcollAllReduceAsync",
-                 [&] { return allReduce(sendbuff, recvbuff, count, datatype, op, comm, Mode::Async, request, nullptr); });
+  return entry("zcollAllReduceAsync", Collective::AllReduce, sendbuff, recvbuff, count, datatype, op, 0, "count", comm,
+               Mode::Async, request, nullptr);
 }
 
 zcollResult_t zcollAllGatherAsync(const void* sendbuff, void* recvbuff, size_t sendcount, zcollDataType_t datatype,
                                   zcollComm_t comm, zcollRequest_t* request) {
-  return apiCall("zcollAllGatherAsync",
-                 [&] { return allGather(sendbuff, recvbuff, sendcount, datatype, comm, Mode::Async, request, nullptr); });
+  return entry("zcollAllGatherAsync", Collective::AllGather, sendbuff, recvbuff, sendcount, datatype, zcollSum, 0,
+               "sendcount", comm, Mode::Async, request, nullptr);
 }
 
-zcollResult_t zcollReduceScatterAsync(const void* sendbuff, void* recvbuff, size_t recvcount,
-                                      zcollDataType_t datatype, zcollRedOp_t op, zcollComm_t comm,
-                                      zcollRequest_t* request) {
-  return apiCall("zcollReduceScatterAsync", [&] {
-    return reduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, Mode::Async, request, nullptr);
-  });
+zcollResult_t zcollReduceScatterAsync(const void* sendbuff, void* recvbuff, size_t recvcount, zcollDataType_t datatype,
+                                      zcollRedOp_t op, zcollComm_t comm, zcollRequest_t* request) {
+  return entry("zcollReduceScatterAsync", Collective::ReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0,
+               "recvcount", comm, Mode::Async, request, nullptr);
 }
 
 zcollResult_t zcollBroadcastAsync(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype,
                                   int root, zcollComm_t comm, zcollRequest_t* request) {
-  return apiCall("zcollBroadcastAsync",
-                 [&] { return broadcast(sendbuff, recvbuff, count, datatype, root, comm, Mode::Async, request, nullptr); });
+  return entry("zcollBroadcastAsync", Collective::Broadcast, sendbuff, recvbuff, count, datatype, zcollSum, root,
+               "count", comm, Mode::Async, request, nullptr);
 }
 
 zcollResult_t zcollReduceAsync(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype,
                                zcollRedOp_t op, int root, zcollComm_t comm, zcollRequest_t* request) {
-  return apiCall("zcollReduceAsync",
-                 [&] { return reduce(sendbuff, recvbuff, count, datatype, op, root, comm, Mode::Async, request, nullptr); });
+  return entry("zcollReduceAsync", Collective::Reduce, sendbuff, recvbuff, count, datatype, op, root, "count", comm,
+               Mode::Async, request, nullptr);
 }
 
 zcollResult_t zcollTest(zcollRequest_t request, int* done) {

@@ -27,6 +27,12 @@
 namespace zcoll {
 namespace {
 
+// A fresh unique id and its fields.
+void newId(zcollUniqueId* id, UniqueIdFields* f) {
+  ASSERT_EQ(zcollGetUniqueId(id), zcollSuccess);
+  ASSERT_TRUE(decodeUniqueId(id->internal, f).isOk());
+}
+
 zcollConfig_t shortTimeout(int ms) {
   zcollConfig_t c = ZCOLL_CONFIG_INITIALIZER;
   c.timeoutMs = ms;
@@ -35,9 +41,8 @@ zcollConfig_t shortTimeout(int ms) {
 
 TEST(Bootstrap, StrangersAreDroppedAndTheRightRanksCarryOn) {
   zcollUniqueId id;
-  ASSERT_EQ(zcollGetUniqueId(&id), zcollSuccess);
   UniqueIdFields f;
-  ASSERT_TRUE(decodeUniqueId(id.internal, &f).isOk());
+  ASSERT_NO_FATAL_FAILURE(newId(&id, &f));
   f.secret[0] ^= 1;
   zcollUniqueId forged;
   encodeUniqueId(f, forged.internal);
@@ -126,9 +131,8 @@ std::vector<int> listeningPorts() {
 // go to each of their listeners, and rank 2 joins.
 TEST(Bootstrap, SilentConnectionsToTheRanksListenersHoldNobodyUp) {
   zcollUniqueId id;
-  ASSERT_EQ(zcollGetUniqueId(&id), zcollSuccess);
   UniqueIdFields f;
-  ASSERT_TRUE(decodeUniqueId(id.internal, &f).isOk());
+  ASSERT_NO_FATAL_FAILURE(newId(&id, &f));
   zcollConfig_t cfg = shortTimeout(30000);
   cfg.transports = "tcp";
   const std::vector<int> before = listeningPorts();
@@ -174,9 +178,8 @@ TEST(Bootstrap, SilentConnectionsToTheRanksListenersHoldNobodyUp) {
 // for it at the ring until the timeout. Rank 2 here is the test itself, speaking the rendezvous.
 TEST(Bootstrap, ARankThatDiesDuringCreationFailsTheOthersAtOnce) {
   zcollUniqueId id;
-  ASSERT_EQ(zcollGetUniqueId(&id), zcollSuccess);
   UniqueIdFields f;
-  ASSERT_TRUE(decodeUniqueId(id.internal, &f).isOk());
+  ASSERT_NO_FATAL_FAILURE(newId(&id, &f));
   zcollConfig_t cfg = shortTimeout(30000);
   zcollComm_t comms[2] = {};
   std::string errors[2];

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <numeric>
 #include <stdlib.h>
 #include <string>
@@ -204,26 +205,11 @@ TEST_P(MixedGroup, SendRecvAndCollectivesInAnyOrder) {
         return zcollAllReduce(sum.data(), sum.data(), count, zcollInt32, zcollSum, comm, nullptr);
       };
       auto bcast = [&] { return zcollBroadcast(bc.data(), bc.data(), count, zcollInt32, n - 1, comm, nullptr); };
+      // Three interleavings; the collectives keep their order on every rank.
+      const std::function<zcollResult_t()> orders[3][4] = {
+          {send, allReduce, recv, bcast}, {allReduce, bcast, recv, send}, {recv, allReduce, send, bcast}};
       ASSERT_EQ(zcollGroupStart(), zcollSuccess);
-      switch (rank % 3) {  // three interleavings; the collectives keep their order on every rank
-        case 0:
-          ASSERT_EQ(send(), zcollSuccess);
-          ASSERT_EQ(allReduce(), zcollSuccess);
-          ASSERT_EQ(recv(), zcollSuccess);
-          ASSERT_EQ(bcast(), zcollSuccess);
-          break;
-        case 1:
-          ASSERT_EQ(allReduce(), zcollSuccess);
-          ASSERT_EQ(bcast(), zcollSuccess);
-          ASSERT_EQ(recv(), zcollSuccess);
-          ASSERT_EQ(send(), zcollSuccess);
-          break;
-        default:
-          ASSERT_EQ(recv(), zcollSuccess);
-          ASSERT_EQ(allReduce(), zcollSuccess);
-          ASSERT_EQ(send(), zcollSuccess);
-          ASSERT_EQ(bcast(), zcollSuccess);
-      }
+      for (const auto& call : orders[rank % 3]) ASSERT_EQ(call(), zcollSuccess);
       ASSERT_EQ(zcollGroupEnd(), zcollSuccess) << zcollGetLastError(comm);
       EXPECT_EQ(in, pattern(prev, rank, count)) << "rank " << rank << " from " << prev;
       for (size_t i = 0; i < count; ++i) {

@@ -266,6 +266,20 @@ TEST(ConfigDocs, TheDocumentedVariablesAreTheTable) {
     for (const std::string& v : namesAfter(code, call, '"')) read.insert(v);
   EXPECT_GE(read.size(), 10u);
   for (const std::string& v : read) EXPECT_TRUE(table.count(v)) << v << " is read but not in configVariables()";
+  // Each row's default column is the table's default (backticks and parentheses aside).
+  auto bare = [](std::string_view v) {
+    std::string out;
+    for (char c : v)
+      if (c != '`' && c != '(' && c != ')') out += c;
+    return out;
+  };
+  for (const ConfigVariable& v : configVariables()) {
+    const std::string row = "\n| `" + std::string(v.name) + "` | ";
+    const size_t at = doc.find(row);
+    if (at == std::string::npos) continue;  // reported above
+    const size_t begin = at + row.size();
+    EXPECT_EQ(bare(doc.substr(begin, doc.find(" |", begin) - begin)), bare(v.defaultValue)) << v.name;
+  }
 }
 
 TEST(ConfigDocs, DescribeConfigNamesTheSource) {

@@ -8,13 +8,19 @@
 namespace zcoll {
 namespace {
 
+// Every value of an enum of `n` values parses back from each of its names.
+template <typename E, typename... Names>
+void roundTrip(int n, bool (*parse)(std::string_view, E*), Names... names) {
+  for (int i = 0; i < n; ++i)
+    for (std::string_view name : {names(static_cast<E>(i))...}) {
+      E back;
+      ASSERT_TRUE(parse(name, &back)) << name;
+      EXPECT_EQ(back, static_cast<E>(i)) << name;
+    }
+}
+
 TEST(Types, EveryDataTypeHasOneNameThatParsesBack) {
-  for (int i = 0; i < kNumDataTypes; ++i) {
-    const auto t = static_cast<DataType>(i);
-    DataType back;
-    ASSERT_TRUE(parseDataType(dataTypeName(t), &back)) << dataTypeName(t);
-    EXPECT_EQ(back, t);
-  }
+  roundTrip(kNumDataTypes, parseDataType, dataTypeName);
   // nccl-tests' spellings are the names; the others are aliases of them.
   EXPECT_EQ(dataTypeName(DataType::Float16), "half");
   EXPECT_EQ(dataTypeName(DataType::Bfloat16), "bfloat16");
@@ -44,14 +50,8 @@ TEST(Types, SizesAndKindsMatchTheCAbi) {
 }
 
 TEST(Types, CollectiveNamesAndAliasesParse) {
-  for (int i = 0; i < kNumCollectives; ++i) {
-    const auto c = static_cast<Collective>(i);
-    Collective back;
-    ASSERT_TRUE(parseCollective(collectiveName(c), &back)) << collectiveName(c);
-    EXPECT_EQ(back, c);
-    ASSERT_TRUE(parseCollective(traits(c).tableName, &back)) << traits(c).tableName;
-    EXPECT_EQ(back, c);
-  }
+  roundTrip(kNumCollectives, parseCollective, collectiveName, [](Collective c) { return traits(c).tableName; });
+  roundTrip(kNumRedOps, parseRedOp, redOpName);
   Collective c;
   ASSERT_TRUE(parseCollective("All_Reduce", &c));
   EXPECT_EQ(c, Collective::AllReduce);

@@ -184,23 +184,22 @@ class ZeroEngine {
   }
 
   py::dict stats() {
+    using namespace pybind11::literals;
     const zz::EngineStats s = e().stats();
-    py::dict d;
-    d["steps"] = s.steps, d["skipped_steps"] = s.skippedSteps, d["micro_steps"] = s.microSteps;
-    d["loss_scale"] = s.lossScale, d["lr"] = s.lr, d["grad_norm"] = s.gradNorm;
-    d["reduce_bytes"] = s.reduceBytes, d["gather_bytes"] = s.gatherBytes, d["collectives"] = s.collectives;
-    d["prefetches"] = s.prefetches, d["comm_wait_seconds"] = s.commWaitSeconds;
-    d["optimizer_seconds"] = s.optimizerSeconds;
-    return d;
+    return py::dict("steps"_a = s.steps, "skipped_steps"_a = s.skippedSteps, "micro_steps"_a = s.microSteps,
+                    "loss_scale"_a = s.lossScale, "lr"_a = s.lr, "grad_norm"_a = s.gradNorm,
+                    "reduce_bytes"_a = s.reduceBytes, "gather_bytes"_a = s.gatherBytes, "collectives"_a = s.collectives,
+                    "prefetches"_a = s.prefetches, "comm_wait_seconds"_a = s.commWaitSeconds,
+                    "optimizer_seconds"_a = s.optimizerSeconds);
   }
 
   py::dict memory() {
+    using namespace pybind11::literals;
     const zz::EngineMemory m = e().memory();
-    py::dict d;
-    d["param_bytes"] = m.paramBytes, d["grad_bytes"] = m.gradBytes, d["optimizer_bytes"] = m.optimizerBytes;
-    d["device_bytes"] = m.deviceBytes, d["host_bytes"] = m.hostBytes, d["buffer_bytes"] = m.bufferBytes;
-    d["peak_buffer_bytes"] = m.peakBufferBytes;
-    return d;
+    return py::dict("param_bytes"_a = m.paramBytes, "grad_bytes"_a = m.gradBytes,
+                    "optimizer_bytes"_a = m.optimizerBytes, "device_bytes"_a = m.deviceBytes,
+                    "host_bytes"_a = m.hostBytes, "buffer_bytes"_a = m.bufferBytes,
+                    "peak_buffer_bytes"_a = m.peakBufferBytes);
   }
 
   py::dict config() const {

@@ -245,6 +245,7 @@ def scenario_save(directory):
 
 
 def scenario_load(directory, stage):
+    stage = int(stage)
     m = model()
     cfg = config(stage, optimizer={"type": "AdamW", "params": {"lr": 3e-3, "betas": [0.9, 0.95]}})
     engine, _, _, _ = deepspeed.initialize(model=m, model_parameters=param_groups(m), config=cfg)
@@ -458,28 +459,19 @@ def scenario_keys(directory):
     e.destroy()
 
 
+SCENARIOS = {
+    "equiv": scenario_equiv, "accum": scenario_accum, "save": scenario_save, "load": scenario_load,
+    "stage3mem": scenario_stage3mem, "config": scenario_config, "init": scenario_init, "keys": scenario_keys,
+}
+
+
 def main():
     torch.set_num_threads(1)
     dist.init_process_group("zcoll")
     scenario = sys.argv[1]
-    if scenario == "equiv":
-        scenario_equiv()
-    elif scenario == "accum":
-        scenario_accum()
-    elif scenario == "save":
-        scenario_save(sys.argv[2])
-    elif scenario == "load":
-        scenario_load(sys.argv[2], int(sys.argv[3]))
-    elif scenario == "stage3mem":
-        scenario_stage3mem()
-    elif scenario == "config":
-        scenario_config()
-    elif scenario == "init":
-        scenario_init()
-    elif scenario == "keys":
-        scenario_keys(sys.argv[2])
-    else:
+    if scenario not in SCENARIOS:
         raise SystemExit(f"unknown scenario {scenario}")
+    SCENARIOS[scenario](*sys.argv[2:])
     dist.barrier()
     print(f"OK {scenario}", flush=True)
     dist.destroy_process_group()
