@@ -133,54 +133,51 @@ Status launch(const CommRef& ref, zcollComm_t comm, OpArgs& op, const Call& call
 }
 
 // Every collective but send/recv, checked by its traits (a reducing one's op, a rooted one's root, a
-// count of nranks blocks that must not overflow) and its buffers' sizes and in-place layout.
-// Inlined into each entry point, where `coll` is a constant.
-__attribute__((always_inline)) inline Status collective(Collective coll, const void* sendbuff, void* recvbuff,
-                                                        size_t count, zcollDataType_t datatype, zcollRedOp_t op, int root,
-                                                        const char* countName, zcollComm_t comm, Mode mode,
-                                                        zcollRequest_t* request, zcollStream_t stream) {
-  const CollectiveTraits& t = traits(coll);
+// count of nranks blocks that must not overflow) and its buffers' sizes and in-place layout. A template
+// on the collective, so that each entry point compiles to its own checks only.
+template <Collective C>
+Status collective(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype, zcollRedOp_t op,
+                  int root, const char* countName, zcollComm_t comm, Mode mode, zcollRequest_t* request,
+                  zcollStream_t stream) {
+  constexpr CollectiveTraits t = traits(C);
   if (Status s = checkType(datatype); !s) return s;
-  if (t.reduces)
+  if constexpr (t.reduces)
     if (Status s = checkOp(op); !s) return s;
   CommRef ref;
   if (Status s = ref.acquire(comm); !s) return s;
-  if (t.rooted)
+  if constexpr (t.rooted)
     if (Status s = checkRank(root, "root", ref->nranks()); !s) return s;
-  size_t all = count;
-  if (t.perRankBlocks && mulOverflows(count, static_cast<size_t>(ref->nranks()), &all))
-    return invalidArgument("{} = {}: times nranks overflows", countName, count);
-  const bool atRoot = ref->rank() == root;
-  const int64_t mine = static_cast<int64_t>(count) * ref->rank(), rootsBlock = static_cast<int64_t>(count) * root;
+  [[maybe_unused]] size_t all = count;
+  if constexpr (t.perRankBlocks)
+    if (mulOverflows(count, static_cast<size_t>(ref->nranks()), &all))
+      return invalidArgument("{} = {}: times nranks overflows", countName, count);
   Call c;
   c.sendElems = c.recvElems = count;
-  switch (coll) {
-    case Collective::AllGather: c.recvElems = all, c.inPlaceOffset = mine; break;
-    case Collective::ReduceScatter: c.sendElems = all, c.inPlaceOffset = -mine; break;  // recvbuff == sendbuff + rank * count
-    case Collective::Broadcast: c.needSend = atRoot; break;
-    case Collective::Reduce: c.needRecv = atRoot; break;
-    // Gather and scatter: count elements per rank, nranks * count at the root.
-    case Collective::Gather: c.recvElems = atRoot ? all : 0, c.needRecv = atRoot, c.inPlaceOffset = rootsBlock; break;
-    case Collective::Scatter: c.sendElems = atRoot ? all : 0, c.needSend = atRoot, c.inPlaceOffset = -rootsBlock; break;
-    case Collective::AllToAll: c.sendElems = c.recvElems = all, c.allowInPlace = false; break;
-    default: break;
+  [[maybe_unused]] const bool atRoot = t.rooted && ref->rank() == root;
+  if constexpr (C == Collective::AllGather) {
+    c.recvElems = all, c.inPlaceOffset = static_cast<int64_t>(count) * ref->rank();
+  } else if constexpr (C == Collective::ReduceScatter) {  // recvbuff == sendbuff + rank * count
+    c.sendElems = all, c.inPlaceOffset = -static_cast<int64_t>(count) * ref->rank();
+  } else if constexpr (C == Collective::Broadcast) {
+    c.needSend = atRoot;
+  } else if constexpr (C == Collective::Reduce) {
+    c.needRecv = atRoot;
+  } else if constexpr (C == Collective::Gather) {  // count elements per rank, nranks * count at the root
+    c.recvElems = atRoot ? all : 0, c.needRecv = atRoot, c.inPlaceOffset = static_cast<int64_t>(count) * root;
+  } else if constexpr (C == Collective::Scatter) {
+    c.sendElems = atRoot ? all : 0, c.needSend = atRoot, c.inPlaceOffset = -static_cast<int64_t>(count) * root;
+  } else if constexpr (C == Collective::AllToAll) {
+    c.sendElems = c.recvElems = all, c.allowInPlace = false;
   }
-  OpArgs a{coll, sendbuff, recvbuff, count, static_cast<DataType>(datatype),
-           t.reduces ? static_cast<RedOp>(op) : RedOp::Sum};
-  if (t.rooted) a.root = root;
+  OpArgs a{C, sendbuff, recvbuff, count, static_cast<DataType>(datatype), t.reduces ? static_cast<RedOp>(op) : RedOp::Sum};
+  if constexpr (t.rooted) a.root = root;
   return launch(ref, comm, a, c, countName, mode, request, stream);
 }
 
-// A collective's C entry point: the call through the ABI boundary (comm/boundary.hpp).
-__attribute__((always_inline)) inline zcollResult_t entry(const char* function, Collective coll, const void* sendbuff,
-                                                          void* recvbuff, size_t count, zcollDataType_t datatype,
-                                                          zcollRedOp_t op, int root, const char* countName,
-                                                          zcollComm_t comm, Mode mode, zcollRequest_t* request,
-                                                          zcollStream_t stream) {
-  return apiCall(function, [&] {
-    return collective(coll, sendbuff, recvbuff, count, datatype, op, root, countName, comm, mode, request, stream);
-  });
-}
+// A collective's C entry point: the call through the ABI boundary (comm/boundary.hpp). A macro, so that
+// the body stays a lambda of the entry point itself: through a function template (always_inline
+// too) the small-op path cost 7-9 ns more (zcoll-micro OpCost).
+#define ZCOLL_COLLECTIVE_ENTRY(C, function, ...) apiCall(function, [&] { return collective<C>(__VA_ARGS__); })
 
 Status sendRecv(bool isSend, const void* buf, size_t count, zcollDataType_t datatype, int peer, zcollComm_t comm,
                 zcollStream_t stream) {
@@ -233,50 +230,50 @@ extern "C" {
 
 zcollResult_t zcollAllReduce(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype,
                              zcollRedOp_t op, zcollComm_t comm, zcollStream_t stream) {
-  return entry("zcollAllReduce", Collective::AllReduce, sendbuff, recvbuff, count, datatype, op, 0, "count", comm,
-               Mode::Blocking, nullptr, stream);
+  return ZCOLL_COLLECTIVE_ENTRY(Collective::AllReduce, "zcollAllReduce", sendbuff, recvbuff, count, datatype, op, 0,
+                                "count", comm, Mode::Blocking, nullptr, stream);
 }
 
 zcollResult_t zcollAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, zcollDataType_t datatype,
                              zcollComm_t comm, zcollStream_t stream) {
-  return entry("zcollAllGather", Collective::AllGather, sendbuff, recvbuff, sendcount, datatype, zcollSum, 0,
-               "sendcount", comm, Mode::Blocking, nullptr, stream);
+  return ZCOLL_COLLECTIVE_ENTRY(Collective::AllGather, "zcollAllGather", sendbuff, recvbuff, sendcount, datatype,
+                                zcollSum, 0, "sendcount", comm, Mode::Blocking, nullptr, stream);
 }
 
 zcollResult_t zcollReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, zcollDataType_t datatype,
                                  zcollRedOp_t op, zcollComm_t comm, zcollStream_t stream) {
-  return entry("zcollReduceScatter", Collective::ReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0,
-               "recvcount", comm, Mode::Blocking, nullptr, stream);
+  return ZCOLL_COLLECTIVE_ENTRY(Collective::ReduceScatter, "zcollReduceScatter", sendbuff, recvbuff, recvcount,
+                                datatype, op, 0, "recvcount", comm, Mode::Blocking, nullptr, stream);
 }
 
 zcollResult_t zcollBroadcast(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype, int root,
                              zcollComm_t comm, zcollStream_t stream) {
-  return entry("zcollBroadcast", Collective::Broadcast, sendbuff, recvbuff, count, datatype, zcollSum, root, "count",
-               comm, Mode::Blocking, nullptr, stream);
+  return ZCOLL_COLLECTIVE_ENTRY(Collective::Broadcast, "zcollBroadcast", sendbuff, recvbuff, count, datatype, zcollSum,
+                                root, "count", comm, Mode::Blocking, nullptr, stream);
 }
 
 zcollResult_t zcollReduce(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype, zcollRedOp_t op,
                           int root, zcollComm_t comm, zcollStream_t stream) {
-  return entry("zcollReduce", Collective::Reduce, sendbuff, recvbuff, count, datatype, op, root, "count", comm,
-               Mode::Blocking, nullptr, stream);
+  return ZCOLL_COLLECTIVE_ENTRY(Collective::Reduce, "zcollReduce", sendbuff, recvbuff, count, datatype, op, root,
+                                "count", comm, Mode::Blocking, nullptr, stream);
 }
 
 zcollResult_t zcollGather(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype, int root,
                           zcollComm_t comm, zcollStream_t stream) {
-  return entry("zcollGather", Collective::Gather, sendbuff, recvbuff, count, datatype, zcollSum, root, "count", comm,
-               Mode::Blocking, nullptr, stream);
+  return ZCOLL_COLLECTIVE_ENTRY(Collective::Gather, "zcollGather", sendbuff, recvbuff, count, datatype, zcollSum, root,
+                                "count", comm, Mode::Blocking, nullptr, stream);
 }
 
 zcollResult_t zcollScatter(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype, int root,
                            zcollComm_t comm, zcollStream_t stream) {
-  return entry("zcollScatter", Collective::Scatter, sendbuff, recvbuff, count, datatype, zcollSum, root, "count", comm,
-               Mode::Blocking, nullptr, stream);
+  return ZCOLL_COLLECTIVE_ENTRY(Collective::Scatter, "zcollScatter", sendbuff, recvbuff, count, datatype, zcollSum,
+                                root, "count", comm, Mode::Blocking, nullptr, stream);
 }
 
 zcollResult_t zcollAlltoAll(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype,
                             zcollComm_t comm, zcollStream_t stream) {
-  return entry("zcollAlltoAll", Collective::AllToAll, sendbuff, recvbuff, count, datatype, zcollSum, 0, "count", comm,
-               Mode::Blocking, nullptr, stream);
+  return ZCOLL_COLLECTIVE_ENTRY(Collective::AllToAll, "zcollAlltoAll", sendbuff, recvbuff, count, datatype, zcollSum, 0,
+                                "count", comm, Mode::Blocking, nullptr, stream);
 }
 
 zcollResult_t zcollBarrier(zcollComm_t comm, zcollStream_t stream) {
@@ -313,32 +310,32 @@ zcollResult_t zcollGroupEnd(void) {
 
 zcollResult_t zcollAllReduceAsync(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype,
                                   zcollRedOp_t op, zcollComm_t comm, zcollRequest_t* request) {
-  return entry("zcollAllReduceAsync", Collective::AllReduce, sendbuff, recvbuff, count, datatype, op, 0, "count", comm,
-               Mode::Async, request, nullptr);
+  return ZCOLL_COLLECTIVE_ENTRY(Collective::AllReduce, "zcollAllReduceAsync", sendbuff, recvbuff, count, datatype, op,
+                                0, "count", comm, Mode::Async, request, nullptr);
 }
 
 zcollResult_t zcollAllGatherAsync(const void* sendbuff, void* recvbuff, size_t sendcount, zcollDataType_t datatype,
                                   zcollComm_t comm, zcollRequest_t* request) {
-  return entry("zcollAllGatherAsync", Collective::AllGather, sendbuff, recvbuff, sendcount, datatype, zcollSum, 0,
-               "sendcount", comm, Mode::Async, request, nullptr);
+  return ZCOLL_COLLECTIVE_ENTRY(Collective::AllGather, "zcollAllGatherAsync", sendbuff, recvbuff, sendcount, datatype,
+                                zcollSum, 0, "sendcount", comm, Mode::Async, request, nullptr);
 }
 
 zcollResult_t zcollReduceScatterAsync(const void* sendbuff, void* recvbuff, size_t recvcount, zcollDataType_t datatype,
                                       zcollRedOp_t op, zcollComm_t comm, zcollRequest_t* request) {
-  return entry("zcollReduceScatterAsync", Collective::ReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0,
-               "recvcount", comm, Mode::Async, request, nullptr);
+  return ZCOLL_COLLECTIVE_ENTRY(Collective::ReduceScatter, "zcollReduceScatterAsync", sendbuff, recvbuff, recvcount,
+                                datatype, op, 0, "recvcount", comm, Mode::Async, request, nullptr);
 }
 
 zcollResult_t zcollBroadcastAsync(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype,
                                   int root, zcollComm_t comm, zcollRequest_t* request) {
-  return entry("zcollBroadcastAsync", Collective::Broadcast, sendbuff, recvbuff, count, datatype, zcollSum, root,
-               "count", comm, Mode::Async, request, nullptr);
+  return ZCOLL_COLLECTIVE_ENTRY(Collective::Broadcast, "zcollBroadcastAsync", sendbuff, recvbuff, count, datatype,
+                                zcollSum, root, "count", comm, Mode::Async, request, nullptr);
 }
 
 zcollResult_t zcollReduceAsync(const void* sendbuff, void* recvbuff, size_t count, zcollDataType_t datatype,
                                zcollRedOp_t op, int root, zcollComm_t comm, zcollRequest_t* request) {
-  return entry("zcollReduceAsync", Collective::Reduce, sendbuff, recvbuff, count, datatype, op, root, "count", comm,
-               Mode::Async, request, nullptr);
+  return ZCOLL_COLLECTIVE_ENTRY(Collective::Reduce, "zcollReduceAsync", sendbuff, recvbuff, count, datatype, op, root,
+                                "count", comm, Mode::Async, request, nullptr);
 }
 
 zcollResult_t zcollTest(zcollRequest_t request, int* done) {
