@@ -1,0 +1,95 @@
+// sim_test.cpp - the simulator (transport/sim, tools/sim): every algorithm correct element by element
+// at 1,024 ranks, the textbook step counts and times, multi-host layouts, bad topologies.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "tools/sim/driver.hpp"
+
+namespace zcoll::sim {
+namespace {
+
+// 1,024; fewer under the sanitizers (tests/meson.build sets ZCOLL_TEST_SIM_RANKS), whose every memory
+// access is checked.
+int manyRanks() {
+  const char* v = std::getenv("ZCOLL_TEST_SIM_RANKS");
+  return v ? std::atoi(v) : 1024;
+}
+
+Topology topology(const std::string& text, int ranks) {
+  Topology t;
+  std::string error;
+  EXPECT_TRUE(Topology::parse(text, ranks, &t, &error)) << error;
+  return t;
+}
+
+// Runs one size of `coll` by `algo` ("" automatic) with every element checked; returns its row.
+Row runChecked(Collective coll, const std::string& algo, const Topology& topo, size_t bytes) {
+  Options o;
+  o.coll = coll, o.ranks = topo.ranks, o.check = true;
+  std::vector<Row> rows;
+  std::string error;
+  EXPECT_TRUE(sweep(o, topo, {bytes}, algo, &rows, &error)) << collectiveName(coll) << " " << algo << ": " << error;
+  return rows.empty() ? Row{} : rows[0];
+}
+
+TEST(Sim, EveryAlgorithmIsRightElementByElementAtThousandsOfRanks) {
+  const int n = manyRanks();
+  const Topology topo = topology("1host", n);
+  for (Collective coll : {Collective::AllReduce, Collective::AllGather, Collective::ReduceScatter}) {
+    // All-reduce: 4 elements per rank; the others: 4 per rank's block.
+    const size_t bytes = 4 * sizeof(float) * static_cast<size_t>(n);
+    std::vector<std::string> algos = algorithmsOf(coll, topo);
+    algos.insert(algos.begin(), "");
+    for (const std::string& algo : algos) {
+      const Row r = runChecked(coll, algo, topo, bytes);
+      EXPECT_EQ(r.wrong, 0u) << collectiveName(coll) << " by " << (algo.empty() ? "auto" : algo) << " at " << n;
+      EXPECT_GT(r.us, 0) << collectiveName(coll) << " " << algo;
+    }
+  }
+}
+
+// On hosts of 8 ranks (rail-optimised and a 4:1 fat tree), the hierarchical algorithms join in.
+TEST(Sim, EveryAllReduceIsRightOnHosts) {
+  for (const char* text : {"hosts:8", "fattree:8:4"}) {
+    const Topology topo = topology(text, 64);
+    const std::vector<std::string> algos = algorithmsOf(Collective::AllReduce, topo);
+    EXPECT_NE(std::find(algos.begin(), algos.end(), "hier"), algos.end()) << text;
+    for (const std::string& algo : algos)
+      EXPECT_EQ(runChecked(Collective::AllReduce, algo, topo, 64 << 10).wrong, 0u) << text << " " << algo;
+  }
+}
+
+// The textbook counts, exactly: ring 2(N-1) steps, recursive halving-doubling 2 log2 N, recursive
+// doubling log2 N, messages per rank; and the ring's time is its steps times one step's cost.
+TEST(Sim, TextbookStepCountsAndTimes) {
+  const int n = 64;
+  const Topology topo = topology("1host", n);
+  const size_t bytes = 8 * static_cast<size_t>(n);  // 8 bytes (2 floats) per rank's block
+  const double steps = 2.0 * (n - 1);
+  const Row ring = runChecked(Collective::AllReduce, "ring", topo, bytes);
+  EXPECT_EQ(static_cast<double>(ring.messages) / n, steps);
+  EXPECT_EQ(static_cast<double>(runChecked(Collective::AllReduce, "rhd", topo, bytes).messages) / n, 2 * std::log2(n));
+  EXPECT_EQ(static_cast<double>(runChecked(Collective::AllReduce, "rd", topo, bytes).messages) / n, std::log2(n));
+  const double b = 8;  // a step's chunk
+  const double step = topo.sendOverheadUs + b / (topo.copyGBps * 1e3) + topo.intraAlphaUs + b / (topo.intraGBps * 1e3) +
+                      b / (topo.reduceGBps * 1e3);
+  EXPECT_NEAR(ring.us, steps * step, 1e-6 * steps * step);
+}
+
+TEST(Sim, BadTopologiesNameWhatIsWrong) {
+  Topology t;
+  std::string error;
+  EXPECT_FALSE(Topology::parse("hosts:3", 8, &t, &error));
+  EXPECT_NE(error.find("'3'"), std::string::npos) << error;
+  EXPECT_FALSE(Topology::parse("fattree:4:0.5", 8, &t, &error));
+  EXPECT_NE(error.find("oversubscription"), std::string::npos) << error;
+  EXPECT_FALSE(Topology::parse("torus", 8, &t, &error));
+  EXPECT_NE(error.find("expected 1host"), std::string::npos) << error;
+}
+
+}  // namespace
+}  // namespace zcoll::sim

@@ -1,0 +1,220 @@
+// driver.cpp - the ranks of a simulated communicator running an op sweep (driver.hpp).
+#include "tools/sim/driver.hpp"
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+
+#include <fmt/format.h>
+
+#include "algorithms/registry.hpp"
+#include "algorithms/scratch.hpp"
+#include "tests/common/typed.hpp"
+#include "transport/wait.hpp"
+
+namespace zcoll::sim {
+namespace {
+
+// Scratch that maps lazily: a page costs memory only once an algorithm touches it (thousands of ranks).
+class LazyScratch final : public Scratch {
+ public:
+  ~LazyScratch() override { release(); }
+
+ protected:
+  void* acquire(size_t bytes) override { return std::malloc(bytes); }
+  void drop(void* p, size_t) override { std::free(p); }
+};
+
+// One op's buffers and expected outputs, as the matrix lays them out (tests/common/typed.hpp).
+struct Case {
+  size_t count = 0;         // the API's count (per-rank blocks for the collectives of nranks blocks)
+  size_t sendElems = 0, recvElems = 0;
+  std::vector<unsigned char> expected;  // the whole expected output of the op, all ranks' blocks
+};
+
+Case makeCase(const Options& a, size_t bytes) {
+  Case c;
+  const size_t es = dataTypeSize(a.dtype), n = static_cast<size_t>(a.ranks);
+  c.count = traits(a.coll).perRankBlocks ? bytes / es / n : bytes / es;
+  c.sendElems = c.recvElems = c.count;
+  if (a.coll == Collective::AllGather || a.coll == Collective::Gather || a.coll == Collective::AllToAll) c.recvElems *= n;
+  if (a.coll == Collective::ReduceScatter || a.coll == Collective::Scatter || a.coll == Collective::AllToAll)
+    c.sendElems *= n;
+  if (!a.check) return c;
+  const auto t = static_cast<zcollDataType_t>(a.dtype);
+  const auto op = static_cast<zcollRedOp_t>(a.op);
+  if (traits(a.coll).reduces) {  // element i of the reduction, for every i of the largest output
+    const size_t all = std::max(c.sendElems, c.recvElems);
+    c.expected.resize(all * es);
+    for (size_t i = 0; i < all; ++i) test::storeExpected(t, op, a.ranks, c.expected.data(), i, i);
+  }
+  return c;
+}
+
+// Inputs of `rank` and the number of wrong output elements (matrix_test.cpp's rules, root 0).
+void fill(const Options& a, const Case& c, int rank, void* send) {
+  const auto op = traits(a.coll).reduces ? static_cast<zcollRedOp_t>(a.op) : zcollSum;
+  test::fillInput(static_cast<zcollDataType_t>(a.dtype), op, rank, send, c.sendElems);
+}
+
+size_t wrong(const Options& a, const Case& c, int rank, const void* recv) {
+  const size_t es = dataTypeSize(a.dtype), n = c.count;
+  const auto t = static_cast<zcollDataType_t>(a.dtype);
+  std::vector<unsigned char> want(c.recvElems * es);
+  size_t elems = c.recvElems;
+  switch (a.coll) {
+    case Collective::AllReduce: std::memcpy(want.data(), c.expected.data(), n * es); break;
+    case Collective::Reduce: if (rank != 0) elems = 0; else std::memcpy(want.data(), c.expected.data(), n * es); break;
+    case Collective::ReduceScatter: std::memcpy(want.data(), c.expected.data() + rank * n * es, n * es); break;
+    case Collective::Broadcast: test::fillInput(t, zcollSum, 0, want.data(), n); break;
+    case Collective::AllGather: case Collective::Gather:
+      if (a.coll == Collective::Gather && rank != 0) elems = 0;
+      for (int q = 0; q < a.ranks && elems; ++q) test::fillInput(t, zcollSum, q, want.data() + q * n * es, n);
+      break;
+    case Collective::Scatter: test::fillInput(t, zcollSum, 0, want.data(), n, static_cast<size_t>(rank) * n); break;
+    case Collective::AllToAll:
+      for (int q = 0; q < a.ranks; ++q)
+        test::fillInput(t, zcollSum, q, want.data() + q * n * es, n, static_cast<size_t>(rank) * n);
+      break;
+    default: break;
+  }
+  return test::countMismatches(recv, want.data(), elems, es);
+}
+
+// The ranks' meeting point between ops: the last to arrive runs `between` and wakes the others.
+class TaskBarrier {
+ public:
+  TaskBarrier(Scheduler& s, int n, std::function<void()> between) : sched_(s), n_(n), between_(std::move(between)) {}
+  void arriveAndWait() {
+    if (++arrived_ < n_) {
+      waiting_.push_back(sched_.current());
+      sched_.block();
+      return;
+    }
+    between_();
+    arrived_ = 0;
+    for (int t : waiting_) sched_.wake(t);
+    waiting_.clear();
+  }
+
+ private:
+  Scheduler& sched_;
+  int n_, arrived_ = 0;
+  std::function<void()> between_;
+  std::vector<int> waiting_;
+};
+
+}  // namespace
+
+bool sweep(const Options& a, const Topology& topo, const std::vector<size_t>& sizes, const std::string& algo,
+           std::vector<Row>* rows, std::string* error) {
+  std::vector<AlgoRule> rules;
+  if (!algo.empty())
+    if (Status s = parseAlgoOverride(std::string(collectiveName(a.coll)) + ":" + algo, &rules); !s) {
+      *error = s.message();
+      return false;
+    }
+  std::vector<uint64_t> hostIds;
+  for (int r = 0; r < a.ranks; ++r) hostIds.push_back(static_cast<uint64_t>(topo.hostOf(r)));
+  const patterns::HostLayout hosts = patterns::HostLayout::fromHostIds(hostIds);
+  CostModel model;  // the analytic model of this network: its slowest hop
+  model.alpha = (topo.perHost ? topo.nicAlphaUs : topo.intraAlphaUs) * 1e-6;
+  model.beta = 1.0 / ((topo.perHost ? topo.nicGBps : topo.intraGBps) * 1e9);
+  model.message = model.alpha / 10;
+  AlgorithmSelector selector(rules, model, a.ranks, 2048);
+  selector.setHosts(hosts);
+  Scheduler sched;
+  SimNetwork net(topo, sched, static_cast<size_t>(a.chunk), a.slots, !a.nodata);
+  net.setReducing(traits(a.coll).reduces);
+
+  const size_t es = dataTypeSize(a.dtype);
+  Case current;
+  double startUs = 0;
+  uint64_t messages = 0;
+  std::atomic<bool> abort{false};
+  size_t wrongTotal = 0;
+  std::string firstFailure;  // the first rank's to fail (the others' then say they were aborted)
+  std::vector<const Algorithm*> chosen(static_cast<size_t>(a.ranks));
+  size_t k = 0;
+  std::vector<unsigned char> sharedSend, sharedRecv;  // --nodata
+  auto between = [&] {  // with every rank stopped: the last op's row, the next op's case
+    if (k > 0) {
+      const size_t bytes = sizes[k - 1];
+      rows->push_back({bytes, current.count, net.latestClock() - startUs, wrongTotal, net.messages() - messages,
+                       chosen[0] ? std::string(chosen[0]->name()) : std::string("?")});
+      wrongTotal = 0;
+    }
+    if (k < sizes.size()) {
+      current = makeCase(a, sizes[k]);
+      if (a.nodata) {
+        sharedSend.resize(current.sendElems * es + 64);
+        sharedRecv.resize(current.recvElems * es + 64);
+      }
+      startUs = net.alignClocks();
+      messages = net.messages();
+    }
+    ++k;
+  };
+  TaskBarrier sync(sched, a.ranks, between);
+  auto rankMain = [&](int rank) {
+    SimTransport& transport = net.rank(rank);
+    LazyScratch scratch;
+    std::vector<unsigned char> send, recv;
+    sync.arriveAndWait();  // the first case
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      void* s = nullptr;
+      void* r = nullptr;
+      if (a.nodata) {
+        s = sharedSend.data(), r = sharedRecv.data();
+      } else {
+        send.assign(current.sendElems * es + 64, 0);
+        recv.assign(current.recvElems * es + 64, 0xa5);
+        if (a.check) fill(a, current, rank, send.data());
+        s = send.data(), r = recv.data();
+      }
+      OpArgs op{a.coll, s, r, current.count, a.dtype, a.op};
+      op.root = 0;
+      op.seq = i;
+      const Algorithm* algorithm = nullptr;
+      Status st = selector.select(op, a.ranks, &algorithm);
+      if (st && !abort.load()) {
+        chosen[static_cast<size_t>(rank)] = algorithm;
+        Waiter waiter(&transport, WaitPolicy{0, 0}, int64_t{600'000}, &abort);
+        AlgoContext ctx;
+        ctx.rank = rank, ctx.nranks = a.ranks, ctx.transport = &transport, ctx.waiter = &waiter;
+        ctx.chunkBytes = static_cast<size_t>(a.chunk), ctx.scratch = &scratch, ctx.hosts = &hosts;
+        st = algorithm->run(op, ctx);
+      }
+      if (!st) {
+        if (firstFailure.empty()) firstFailure = fmt::format("rank {}: {}", rank, st.message());
+        abort.store(true);
+        for (int q = 0; q < a.ranks; ++q) net.rank(q).wake();
+      } else if (a.check) {
+        wrongTotal += wrong(a, current, rank, r);
+      }
+      sync.arriveAndWait();
+    }
+  };
+  for (int r = 0; r < a.ranks; ++r) sched.spawn([&rankMain, r] { rankMain(r); });
+  std::vector<int> stuck;
+  if (!sched.run(&stuck)) {
+    *error = fmt::format("{} of {} ranks wait for what no rank will send (first: rank {}): a deadlock in the algorithm",
+                         stuck.size(), a.ranks, stuck.front());
+    return false;
+  }
+  *error = firstFailure;
+  return firstFailure.empty();
+}
+
+std::vector<std::string> algorithmsOf(Collective coll, const Topology& topo) {
+  std::vector<uint64_t> hostIds;
+  for (int r = 0; r < topo.ranks; ++r) hostIds.push_back(static_cast<uint64_t>(topo.hostOf(r)));
+  const auto hosts = patterns::HostLayout::fromHostIds(hostIds);
+  std::vector<std::string> out;
+  for (const Algorithm* al : allAlgorithms())
+    if (al->collective() == coll && al->supportsOn(hosts).isOk()) out.emplace_back(al->name());
+  return out;
+}
+
+}  // namespace zcoll::sim

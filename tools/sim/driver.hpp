@@ -1,0 +1,44 @@
+// driver.hpp - a simulated communicator's ranks as tasks running an op sweep: the real selector and
+// algorithms on the sim transport (transport/sim), every element checked when asked. zcoll-sim prints
+// what it returns; tests/transport/sim_test.cpp checks it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/types.hpp"
+#include "transport/sim/sim_transport.hpp"
+
+namespace zcoll::sim {
+
+struct Options {
+  Collective coll = Collective::AllReduce;
+  int ranks = 0;
+  DataType dtype = DataType::Float32;
+  RedOp op = RedOp::Sum;
+  bool check = false;   // inputs from the tests' patterns, every output element compared
+  bool nodata = false;  // every rank shares one buffer pair, every slot one buffer: sizes only
+  int64_t chunk = 64 << 10;
+  int slots = 4;
+};
+
+// One size of a sweep: simulated time (us, from the first rank's start to the last rank's end),
+// wrong elements over all ranks, messages over all ranks, the algorithm rank 0 ran.
+struct Row {
+  size_t bytes, count;
+  double us;
+  size_t wrong;
+  uint64_t messages;
+  std::string algo;
+};
+
+// The sweep of `algo` ("" automatic: the selector with this network's analytic cost model) over
+// `sizes` (zcoll-bench's convention) on a network of its own; false with *error if an op failed.
+bool sweep(const Options& o, const Topology& topo, const std::vector<size_t>& sizes, const std::string& algo,
+           std::vector<Row>* rows, std::string* error);
+
+// The registered algorithms of `coll` that serve this topology.
+std::vector<std::string> algorithmsOf(Collective coll, const Topology& topo);
+
+}  // namespace zcoll::sim

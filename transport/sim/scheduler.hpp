@@ -1,0 +1,52 @@
+// scheduler.hpp - the sim's ranks as cooperative tasks on one thread: thousands of ranks without
+// thousands of threads, and a switch between them that costs a context swap, not a futex and the
+// kernel's scheduler. A task runs until it blocks (its rank waits for a chunk or a slot) or ends.
+#pragma once
+
+#include <ucontext.h>
+
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace zcoll::sim {
+
+class Scheduler {
+ public:
+  explicit Scheduler(size_t stackBytes = 256 << 10) : stackBytes_(stackBytes) {}
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Adds task `id` (ids 0..n-1 in order) before run().
+  void spawn(std::function<void()> fn);
+  // Runs every task until all have ended. False if the tasks left are all blocked (a deadlock: nothing
+  // can wake them), with *stuck listing them.
+  bool run(std::vector<int>* stuck);
+  // From a task: gives up the thread until another task wakes this one.
+  void block();
+  // Makes a blocked task runnable (a no-op for one that is not blocked).
+  void wake(int id);
+  int current() const { return current_; }
+  size_t tasks() const { return tasks_.size(); }
+
+ private:
+  struct Task {
+    ucontext_t context;
+    char* stack = nullptr;
+    std::function<void()> fn;
+    bool blocked = false, done = false;
+  };
+  void prepare(size_t i);  // task i's stack and context (apart: getcontext returns twice)
+  static void entry(unsigned lo, unsigned hi);
+
+  size_t stackBytes_;
+  std::vector<Task> tasks_;
+  std::deque<int> runnable_;
+  ucontext_t main_;
+  int current_ = -1;
+};
+
+}  // namespace zcoll::sim

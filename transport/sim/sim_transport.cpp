@@ -1,0 +1,240 @@
+// sim_transport.cpp - the network model and the sim transport's FIFOs (sim_transport.hpp).
+#include "transport/sim/sim_transport.hpp"
+
+
+#include <algorithm>
+#include <cstdlib>
+#include <ctime>
+#include <iterator>
+
+#include <fmt/format.h>
+
+namespace zcoll::sim {
+
+namespace {
+
+bool parsePositive(const std::string& s, double* out) {
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || *end || !(v > 0)) return false;
+  *out = v;
+  return true;
+}
+
+}  // namespace
+
+bool Topology::parse(const std::string& text, int n, Topology* out, std::string* error) {
+  Topology t;
+  t.ranks = n;
+  std::vector<std::string> parts;
+  for (size_t at = 0;;) {
+    const size_t colon = text.find(':', at);
+    parts.push_back(text.substr(at, colon == std::string::npos ? std::string::npos : colon - at));
+    if (colon == std::string::npos) break;
+    at = colon + 1;
+  }
+  double g = 0;
+  if (parts[0] == "1host" && parts.size() == 1) {
+    t.perHost = 0;
+  } else if ((parts[0] == "hosts" && parts.size() == 2) || (parts[0] == "fattree" && parts.size() == 3)) {
+    if (!parsePositive(parts[1], &g) || g != static_cast<int>(g) || n % static_cast<int>(g) != 0) {
+      *error = fmt::format("--topo {}: '{}' is not a count of ranks per host that divides {}", text, parts[1], n);
+      return false;
+    }
+    t.perHost = static_cast<int>(g);
+    if (parts[0] == "fattree") {
+      t.fabric = Fabric::FatTree;
+      if (!parsePositive(parts[2], &t.oversubscription) || t.oversubscription < 1) {
+        *error = fmt::format("--topo {}: '{}' is not an oversubscription ratio >= 1", text, parts[2]);
+        return false;
+      }
+    }
+  } else {
+    *error = fmt::format("--topo {}: expected 1host, hosts:G or fattree:G:RATIO", text);
+    return false;
+  }
+  *out = t;
+  return true;
+}
+
+std::string Topology::describe() const {
+  if (perHost == 0) return fmt::format("1 host of {} ranks (links {} us, {} GB/s)", ranks, intraAlphaUs, intraGBps);
+  return fmt::format("{} hosts x {} ranks (links {} us, {} GB/s; NICs {} us, {} GB/s; {})", ranks / perHost, perHost,
+                     intraAlphaUs, intraGBps, nicAlphaUs, nicGBps,
+                     fabric == Fabric::Rail ? std::string("rail-optimised")
+                                            : fmt::format("fat tree {}:1", oversubscription));
+}
+
+SimNetwork::SimNetwork(const Topology& topo, Scheduler& scheduler, size_t chunkBytes, int slotsPerPair, bool data)
+    : topo_(topo), scheduler_(scheduler), chunkBytes_(chunkBytes), slots_(slotsPerPair), data_(data) {
+  const size_t n = static_cast<size_t>(topo.ranks);
+  if (!data_) shared_.resize(chunkBytes_);
+  egress_.resize(n), ingress_.resize(n), nicOut_.resize(n), nicIn_.resize(n);
+  if (topo.ranks <= kFlatRanks) flat_.resize(n * n);
+  for (int r = 0; r < topo.ranks; ++r) ranks_.push_back(std::make_unique<SimTransport>(*this, r));
+}
+
+SimNetwork::~SimNetwork() = default;
+
+SimPair& SimNetwork::pair(int from, int to) {
+  const uint64_t key = (static_cast<uint64_t>(from) << 32) | static_cast<uint32_t>(to);
+  std::unique_ptr<SimPair>& p = flat_.empty() ? pairs_[key]
+                                              : flat_[static_cast<size_t>(from) * static_cast<size_t>(topo_.ranks) +
+                                                      static_cast<size_t>(to)];
+  if (!p) {
+    p = std::make_unique<SimPair>();
+    p->slots.resize(static_cast<size_t>(slots_));
+  }
+  return *p;
+}
+
+double SimNetwork::Link::firstFree(double t, double duration) const {
+  auto it = busy.upper_bound(t);
+  if (it != busy.begin() && std::prev(it)->second > t) t = std::prev(it)->second;
+  for (; it != busy.end() && it->first < t + duration; ++it) t = std::max(t, it->second);
+  return t;
+}
+
+double SimNetwork::reserve(Link& a, Link& b, double t, double duration) {
+  if (duration <= 0) return t;
+  for (;;) {
+    const double ta = a.firstFree(t, duration);
+    const double tb = b.firstFree(ta, duration);
+    if (tb == ta) break;
+    t = tb;
+  }
+  a.take(t, t + duration);
+  b.take(t, t + duration);
+  return t;
+}
+
+void SimNetwork::Link::take(double start, double end) {
+  // Adjacent reservations merge, so that a link busy back to back is one interval to step over.
+  constexpr double kTouch = 1e-9;
+  auto next = busy.lower_bound(start);
+  if (next != busy.end() && next->first <= end + kTouch) {
+    end = std::max(end, next->second);
+    next = busy.erase(next);
+  }
+  if (next != busy.begin()) {
+    auto prev = std::prev(next);
+    if (prev->second >= start - kTouch) {
+      prev->second = std::max(prev->second, end);
+      return;
+    }
+  }
+  busy.emplace_hint(next, start, end);
+}
+
+double SimNetwork::transfer(int from, int to, size_t bytes, double departUs) {
+  const double b = static_cast<double>(bytes);
+  const size_t f = static_cast<size_t>(from), t = static_cast<size_t>(to);
+  if (topo_.hostOf(from) == topo_.hostOf(to)) {
+    const double busy = b / (topo_.intraGBps * 1e3);  // GB/s = 1e3 bytes per us
+    return reserve(egress_[f], ingress_[t], departUs, busy) + topo_.intraAlphaUs + busy;
+  }
+  double gbps = topo_.nicGBps, alpha = topo_.nicAlphaUs;
+  if (topo_.fabric == Topology::Fabric::FatTree) {
+    gbps /= topo_.oversubscription;
+  } else if (from % topo_.perHost != to % topo_.perHost) {
+    // Rail-optimised: another rail is reached through the host's rank on it (one more hop).
+    alpha += topo_.intraAlphaUs + b / (topo_.intraGBps * 1e3);
+  }
+  const double busy = b / (gbps * 1e3);
+  return reserve(nicOut_[f], nicIn_[t], departUs, busy) + alpha + busy;
+}
+
+double SimNetwork::latestClock() const {
+  double t = 0;
+  for (const auto& r : ranks_) t = std::max(t, r->clockUs());
+  return t;
+}
+
+double SimNetwork::alignClocks() {
+  const double t = latestClock();
+  for (auto& r : ranks_) r->setClockUs(t);
+  for (auto* links : {&egress_, &ingress_, &nicOut_, &nicIn_})
+    for (Link& l : *links) l.busy.clear();
+  return t;
+}
+
+SimPair& SimTransport::out(int peer) {
+  if (!net_.flat_.empty() && outFlat_.empty()) outFlat_.resize(static_cast<size_t>(net_.size()));
+  SimPair*& p = outFlat_.empty() ? out_[peer] : outFlat_[static_cast<size_t>(peer)];
+  if (!p) p = &net_.pair(rank_, peer);
+  return *p;
+}
+
+SimPair& SimTransport::in(int peer) {
+  if (!net_.flat_.empty() && inFlat_.empty()) inFlat_.resize(static_cast<size_t>(net_.size()));
+  SimPair*& p = inFlat_.empty() ? in_[peer] : inFlat_[static_cast<size_t>(peer)];
+  if (!p) p = &net_.pair(peer, rank_);
+  return *p;
+}
+
+bool SimTransport::tryAcquireSend(int peer, SendSlot* slot) {
+  SimPair& p = out(peer);
+  const uint64_t next = p.committed;
+  if (next - p.released >= p.slots.size()) return false;
+  SimSlot& s = p.slots[next % p.slots.size()];
+  clockUs_ = std::max(clockUs_, s.freeUs);  // the slot came back at the receiver's time
+  if (acquired_ >= 0 && acquired_ != peer) std::abort();  // two slots taken at once: staging_ cannot serve
+  acquired_ = peer;
+  if (net_.data_ && staging_.empty()) staging_.resize(net_.chunkBytes_);
+  slot->data = net_.data_ ? staging_.data() : net_.shared_.data();
+  slot->capacity = net_.chunkBytes_;
+  return true;
+}
+
+void SimTransport::commitSend(int peer, size_t bytes) {
+  SimPair& p = out(peer);
+  const uint64_t next = p.committed;
+  SimSlot& s = p.slots[next % p.slots.size()];
+  const Topology& t = net_.topo_;
+  clockUs_ += t.sendOverheadUs + static_cast<double>(bytes) / (t.copyGBps * 1e3);
+  s.bytes = bytes;
+  if (net_.data_) s.payload.assign(staging_.data(), staging_.data() + bytes);
+  acquired_ = -1;
+  s.arrivalUs = net_.transfer(rank_, peer, bytes, clockUs_);
+  p.committed = next + 1;
+  ++net_.messages_;
+  net_.rank(peer).ring();
+}
+
+bool SimTransport::tryRecv(int peer, RecvChunk* chunk) {
+  SimPair& p = in(peer);
+  const uint64_t next = p.released;
+  if (p.committed == next) return false;
+  const SimSlot& s = p.slots[next % p.slots.size()];
+  clockUs_ = std::max(clockUs_, s.arrivalUs);
+  chunk->data = net_.data_ ? s.payload.data() : net_.shared_.data();
+  chunk->bytes = s.bytes;
+  return true;
+}
+
+void SimTransport::releaseRecv(int peer) {
+  SimPair& p = in(peer);
+  const uint64_t next = p.released;
+  SimSlot& s = p.slots[next % p.slots.size()];
+  const Topology& t = net_.topo_;
+  clockUs_ += static_cast<double>(s.bytes) / ((net_.reducing_ ? t.reduceGBps : t.copyGBps) * 1e3);
+  s.freeUs = clockUs_;
+  p.released = next + 1;
+  net_.rank(peer).ring();
+}
+
+void SimTransport::ring() {
+  ++doorbell_;
+  if (blocked_) {
+    blocked_ = false;
+    net_.scheduler_.wake(rank_);
+  }
+}
+
+void SimTransport::sleep(uint32_t token, int64_t) {
+  if (doorbell_ != token) return;  // rung since prepareSleep
+  blocked_ = true;
+  net_.scheduler_.block();  // until ring(); a wait nothing can end is the scheduler's deadlock report
+}
+
+}  // namespace zcoll::sim

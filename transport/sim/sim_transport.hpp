@@ -1,0 +1,148 @@
+// sim_transport.hpp - the sim transport: every rank of a communicator as a thread of one process, on
+// a modelled network in virtual time (tools/sim: zcoll-sim).
+//
+// The algorithms run unchanged on it: a chunk committed to a peer carries its arrival time, computed
+// from the sender's clock and the links it crosses; a rank that receives it moves its own clock to
+// that time at least. Every rank's clock also advances by the compute it does: a received chunk
+// costs its bytes at the reduction rate (ops that reduce) or the copy rate, a committed one its bytes
+// at the copy rate. Links are shared: a transfer starts when the sender's egress and the receiver's
+// ingress are both free. Each link keeps its reservations in virtual time, so a transfer the threads
+// happen to reach late still takes the earliest gap its links share; two transfers that truly overlap
+// are served in the order the threads commit them). No syscall but the doorbell's XX
+// (a ring's rank touches 2 peers of N).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "transport/sim/scheduler.hpp"
+#include "transport/transport.hpp"
+
+namespace zcoll::sim {
+
+// The machine: hosts of `perHost` ranks joined by fast links (NVLink-like), a NIC per rank, and a
+// fabric between hosts.
+struct Topology {
+  enum class Fabric { Rail, FatTree };
+  int ranks = 2;
+  int perHost = 0;              // 0: every rank on one host
+  Fabric fabric = Fabric::Rail;
+  double oversubscription = 1;  // fat tree: bisection = NICs' bandwidth / this
+  double intraAlphaUs = 0.7, intraGBps = 150;  // between the ranks of a host (per rank's port)
+  double nicAlphaUs = 3.5, nicGBps = 25;       // a rank's NIC (each way)
+  double copyGBps = 300, reduceGBps = 150;     // compute: copying, reducing (per rank)
+  double sendOverheadUs = 0.2;                 // a message's software cost at the sender
+
+  // "1host" (all on one host), "hosts:G" (rail-optimised, G ranks per host) or "fattree:G:R" (R: the
+  // oversubscription ratio); false with a message naming the part that is wrong.
+  static bool parse(const std::string& text, int ranks, Topology* out, std::string* error);
+  std::string describe() const;
+  int hostOf(int rank) const { return perHost > 0 ? rank / perHost : 0; }
+};
+
+// One slot of a pair's FIFO: the committed chunk, copied out of the pair's staging area at its size.
+struct SimSlot {
+  std::vector<char> payload;
+  size_t bytes = 0;
+  double arrivalUs = 0;  // when the chunk is at the receiver
+  double freeUs = 0;     // when the receiver handed the slot back
+};
+
+// The FIFO from one rank to another: slots the sender fills in order and the receiver empties in order.
+struct SimPair {
+  std::vector<SimSlot> slots;
+  uint64_t committed = 0;
+  uint64_t released = 0;
+};
+
+class SimTransport;
+
+// The network every rank's transport shares: the topology, the links' busy times, the pairs.
+class SimNetwork {
+ public:
+  // chunkBytes: a slot's size; data: whether slots hold the bytes (false: every slot aliases one
+  // buffer, for sizes that would not fit otherwise - results are then meaningless).
+  SimNetwork(const Topology& topo, Scheduler& scheduler, size_t chunkBytes, int slotsPerPair, bool data);
+  ~SimNetwork();
+  const Topology& topology() const { return topo_; }
+  SimTransport& rank(int r) { return *ranks_[static_cast<size_t>(r)]; }
+  int size() const { return topo_.ranks; }
+  // Whether a received chunk costs the reduction rate (the running op reduces) or the copy rate.
+  void setReducing(bool reducing) { reducing_ = reducing; }
+  // All clocks to the latest of them (between ops, with every rank stopped): returns it.
+  double alignClocks();
+  double latestClock() const;
+  uint64_t messages() const { return messages_; }
+
+ private:
+  friend class SimTransport;
+  SimPair& pair(int from, int to);
+  // The transfer of `bytes` from `from` to `to` leaving at `departUs`: its arrival.
+  double transfer(int from, int to, size_t bytes, double departUs);
+
+  Topology topo_;
+  Scheduler& scheduler_;
+  size_t chunkBytes_;
+  int slots_;
+  bool data_;
+  bool reducing_ = false;
+  std::vector<char> shared_;  // the one buffer of every slot without data
+  std::vector<std::unique_ptr<SimTransport>> ranks_;
+  // Pairs by (from, to): a flat table up to kFlatRanks ranks (a lookup is an index), a hash map above.
+  static constexpr int kFlatRanks = 2048;
+  std::vector<std::unique_ptr<SimPair>> flat_;
+  std::unordered_map<uint64_t, std::unique_ptr<SimPair>> pairs_;
+  // A link's reservations in virtual time (start -> end, us), for the current op.
+  struct Link {
+    std::map<double, double> busy;
+    double firstFree(double t, double duration) const;
+    void take(double start, double end);
+  };
+  // The earliest start >= t at which both links are free for `duration`; reserves it.
+  double reserve(Link& a, Link& b, double t, double duration);
+  std::vector<Link> egress_, ingress_, nicOut_, nicIn_;  // per rank
+  uint64_t messages_ = 0;
+};
+
+class SimTransport final : public Transport {
+ public:
+  SimTransport(SimNetwork& net, int rank) : net_(net), rank_(rank) {}
+  std::string_view name() const override { return "sim"; }
+  size_t chunkCapacity() const override { return net_.chunkBytes_; }
+  int slotsPerPeer() const override { return net_.slots_; }
+  bool tryAcquireSend(int peer, SendSlot* slot) override;
+  void commitSend(int peer, size_t bytes) override;
+  bool tryRecv(int peer, RecvChunk* chunk) override;
+  void releaseRecv(int peer) override;
+  uint32_t prepareSleep() override { return doorbell_; }
+  void cancelSleep() override {}
+  void sleep(uint32_t token, int64_t maxNs) override;
+  void wake() override { ring(); }
+
+  double clockUs() const { return clockUs_; }
+  void setClockUs(double t) { clockUs_ = t; }
+
+ private:
+  SimPair& out(int peer);
+  SimPair& in(int peer);
+  void ring();
+
+  SimNetwork& net_;
+  int rank_;
+  double clockUs_ = 0;
+  uint32_t doorbell_ = 0;  // every task runs on one thread: plain data
+  bool blocked_ = false;
+  // A rank writes a chunk here, and its commit keeps exactly its bytes in the slot: memory follows the
+  // data in flight, not the N^2 pairs of a direct algorithm at thousands of ranks. One suffices: every
+  // algorithm commits a slot before it takes the next (acquired_ checks it).
+  std::vector<char> staging_;
+  int acquired_ = -1;
+  std::vector<SimPair*> outFlat_, inFlat_;      // by peer, up to SimNetwork::kFlatRanks ranks
+  std::unordered_map<int, SimPair*> out_, in_;  // by peer, above
+};
+
+}  // namespace zcoll::sim
