@@ -23,8 +23,6 @@ struct SizeResult {
   double algbw() const { return static_cast<double>(bytes) / 1e9 / sec; }  // GB/s
 };
 
-// nccl-tests' bus-bandwidth factor; whether the collective has a reduction operator.
-
 // The table's header (the anchors' "# ..." lines) and one communicator's table under it.
 void printHeader(FILE* out, const Args& a, int nranks, const std::string& algo);
 void printTable(FILE* out, const Args& a, int nranks, const std::string& label, const std::vector<SizeResult>& rows);

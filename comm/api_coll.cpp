@@ -176,7 +176,7 @@ Status collective(const void* sendbuff, void* recvbuff, size_t count, zcollDataT
 
 // A collective's C entry point: the call through the ABI boundary (comm/boundary.hpp). A macro, so that
 // the body stays a lambda of the entry point itself: through a function template (always_inline
-// too) the small-op path cost 7-9 ns more (zcoll-micro OpCost).
+// too) the small-op path cost 7-13 ns more (zcoll-micro OpCost).
 #define ZCOLL_COLLECTIVE_ENTRY(C, function, ...) apiCall(function, [&] { return collective<C>(__VA_ARGS__); })
 
 Status sendRecv(bool isSend, const void* buf, size_t count, zcollDataType_t datatype, int peer, zcollComm_t comm,

@@ -235,10 +235,12 @@ struct Param {
 std::vector<Param> allParams() {
   std::vector<Param> out;
   for (int n : {1, 2, 3, 4, 5, 6, 7, 8})
-    for (Collective c : {Collective::AllReduce, Collective::ReduceScatter, Collective::Reduce, Collective::AllGather, Collective::Broadcast, Collective::Gather,
-                   Collective::Scatter, Collective::AllToAll})
+    for (int i = 0; i < kNumCollectives; ++i) {  // every collective of the table but send/recv and barrier
+      const auto c = static_cast<Collective>(i);
+      if (c == Collective::SendRecv || c == Collective::Barrier) continue;
       for (const Algorithm* a : allAlgorithms())
         if (a->collective() == c) out.push_back({n, c, a});
+    }
   return out;
 }
 

@@ -64,7 +64,8 @@ TEST(Sim, EveryAllReduceIsRightOnHosts) {
 }
 
 // The textbook counts, exactly: ring 2(N-1) steps, recursive halving-doubling 2 log2 N, recursive
-// doubling log2 N, messages per rank; and the ring's time is its steps times one step's cost.
+// doubling log2 N, messages per rank; and the ring's time is its steps times the model's cost of a
+// step (sim_transport.hpp: every received chunk of a reducing op at the reduction rate).
 TEST(Sim, TextbookStepCountsAndTimes) {
   const int n = 64;
   const Topology topo = topology("1host", n);

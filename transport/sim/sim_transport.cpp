@@ -37,7 +37,7 @@ bool Topology::parse(const std::string& text, int n, Topology* out, std::string*
   if (parts[0] == "1host" && parts.size() == 1) {
     t.perHost = 0;
   } else if ((parts[0] == "hosts" && parts.size() == 2) || (parts[0] == "fattree" && parts.size() == 3)) {
-    if (!parsePositive(parts[1], &g) || g != static_cast<int>(g) || n % static_cast<int>(g) != 0) {
+    if (!parsePositive(parts[1], &g) || g > n || g != static_cast<int>(g) || n % static_cast<int>(g) != 0) {
       *error = fmt::format("--topo {}: '{}' is not a count of ranks per host that divides {}", text, parts[1], n);
       return false;
     }
@@ -219,6 +219,7 @@ void SimTransport::releaseRecv(int peer) {
   const Topology& t = net_.topo_;
   clockUs_ += static_cast<double>(s.bytes) / ((net_.reducing_ ? t.reduceGBps : t.copyGBps) * 1e3);
   s.freeUs = clockUs_;
+  if (s.payload.capacity() > 4096) std::vector<char>().swap(s.payload);  // large chunks: memory follows the data in flight
   p.released = next + 1;
   net_.rank(peer).ring();
 }

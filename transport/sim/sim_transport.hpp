@@ -1,15 +1,18 @@
-// sim_transport.hpp - the sim transport: every rank of a communicator as a thread of one process, on
-// a modelled network in virtual time (tools/sim: zcoll-sim).
+// sim_transport.hpp - the sim transport: every rank of a communicator as a cooperative task of one
+// thread (scheduler.hpp), on a modelled network in virtual time (tools/sim: zcoll-sim).
 //
 // The algorithms run unchanged on it: a chunk committed to a peer carries its arrival time, computed
 // from the sender's clock and the links it crosses; a rank that receives it moves its own clock to
-// that time at least. Every rank's clock also advances by the compute it does: a received chunk
-// costs its bytes at the reduction rate (ops that reduce) or the copy rate, a committed one its bytes
-// at the copy rate. Links are shared: a transfer starts when the sender's egress and the receiver's
-// ingress are both free. Each link keeps its reservations in virtual time, so a transfer the threads
-// happen to reach late still takes the earliest gap its links share; two transfers that truly overlap
-// are served in the order the threads commit them). No syscall but the doorbell's XX
-// (a ring's rank touches 2 peers of N).
+// that time at least. Every rank's clock also advances by the compute it does, as an upper bound:
+// each received chunk of an op that reduces costs its bytes at the reduction rate (also the copy-only
+// phases of its algorithm), of other ops at the copy rate, and each committed chunk its bytes at the
+// copy rate (a reduction straight into the send slot is counted twice). Links are shared: a transfer
+// starts when the sender's egress and the receiver's ingress are both free; each link keeps its
+// reservations in virtual time, so a transfer the tasks happen to reach late still takes the earliest
+// gap its links share, and two that truly overlap are served in the order the tasks commit them.
+// Simplifications: a fat tree divides every flow between hosts by its oversubscription (as under
+// full load); a cross-rail hop adds its time but reserves no link. A rank that waits blocks its task
+// until a commit or release towards it; slots exist per pair once used (a ring's rank touches 2 of N).
 #pragma once
 
 #include <cstdint>
