@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "bench/engine.hpp"
@@ -132,20 +133,20 @@ bool parseArgs(int argc, char** argv, Args* a, std::string* error) {
       return false;
     }
     const char* v = argv[++i];
-    bool ok = true;
-    switch (o[1]) {
-      case 'b': ok = parseSize(v, &a->minBytes); break;
-      case 'e': ok = parseSize(v, &a->maxBytes); break;
+    // nccl-tests' integer and byte-size flags.
+    static constexpr std::pair<char, int Args::*> kInts[] = {
+        {'n', &Args::iters}, {'w', &Args::warmup},   {'c', &Args::check}, {'I', &Args::inplace},
+        {'r', &Args::root},  {'m', &Args::minIters}, {'R', &Args::trials}};
+    static constexpr std::pair<char, size_t Args::*> kSizes[] = {
+        {'b', &Args::minBytes}, {'e', &Args::maxBytes}, {'i', &Args::stepBytes}, {'B', &Args::budget}};
+    bool ok = true, known = false;
+    for (auto [f, field] : kInts)
+      if (o[1] == f) a->*field = std::atoi(v), known = true;
+    for (auto [f, field] : kSizes)
+      if (o[1] == f) ok = parseSize(v, &(a->*field)), known = true;
+    switch (known ? 0 : o[1]) {
+      case 0: break;
       case 'f': a->stepFactor = std::atof(v); break;
-      case 'i': ok = parseSize(v, &a->stepBytes); break;
-      case 'n': a->iters = std::atoi(v); break;
-      case 'w': a->warmup = std::atoi(v); break;
-      case 'c': a->check = std::atoi(v); break;
-      case 'I': a->inplace = std::atoi(v); break;
-      case 'r': a->root = std::atoi(v); break;
-      case 'B': ok = parseSize(v, &a->budget); break;
-      case 'm': a->minIters = std::atoi(v); break;
-      case 'R': a->trials = std::atoi(v); break;
       case 'S': a->sizeSec = std::atof(v); break;
       case 'T': a->totalSec = std::atof(v); break;
       case 'p': a->nranks = std::atoi(v); ok = a->nranks >= 1; break;
