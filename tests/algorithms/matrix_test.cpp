@@ -115,9 +115,8 @@ zcollStream_t rankStream() {
 void runCase(const Case& k, int rank, int nranks, zcollComm_t comm) {
   const size_t es = typeSize(k.type);
   const size_t n = k.count, N = static_cast<size_t>(nranks);
-  size_t sendElems = n, recvElems = n;
-  if (k.coll == Collective::AllGather || k.coll == Collective::Gather || k.coll == Collective::AllToAll) recvElems = n * N;
-  if (k.coll == Collective::ReduceScatter || k.coll == Collective::Scatter || k.coll == Collective::AllToAll) sendElems = n * N;
+  size_t sendElems = 0, recvElems = 0;
+  bufferElems(k.coll, n, N, &sendElems, &recvElems);
   // One allocation for both buffers so in-place layouts are exact; guard bytes around.
   Buffer send(sendElems * es + 64, kPoison), recv(recvElems * es + 64, kPoison);
   zcollStream_t stream = rankStream();

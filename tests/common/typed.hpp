@@ -24,6 +24,14 @@ inline std::string opName(zcollRedOp_t o) { return std::string(kRedOpNames[o]); 
 inline bool isSigned(zcollDataType_t t) { return kDataTypes[t].isSigned; }
 inline bool isFloat(zcollDataType_t t) { return kDataTypes[t].isFloat; }
 
+// Elements of sendbuff and recvbuff of a collective of `count` (the API's count) on n ranks, as the
+// matrix sizes them (every rank's buffers as large as the root's).
+inline void bufferElems(Collective c, size_t count, size_t n, size_t* send, size_t* recv) {
+  *send = *recv = count;
+  if (c == Collective::AllGather || c == Collective::Gather || c == Collective::AllToAll) *recv = count * n;
+  if (c == Collective::ReduceScatter || c == Collective::Scatter || c == Collective::AllToAll) *send = count * n;
+}
+
 // Input of `rank` at element i for op: small integers so every result is exact in every type.
 inline int64_t inputValue(zcollRedOp_t op, zcollDataType_t t, int rank, size_t i) {
   switch (op) {

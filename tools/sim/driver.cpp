@@ -37,10 +37,7 @@ Case makeCase(const Options& a, size_t bytes) {
   Case c;
   const size_t es = dataTypeSize(a.dtype), n = static_cast<size_t>(a.ranks);
   c.count = traits(a.coll).perRankBlocks ? bytes / es / n : bytes / es;
-  c.sendElems = c.recvElems = c.count;
-  if (a.coll == Collective::AllGather || a.coll == Collective::Gather || a.coll == Collective::AllToAll) c.recvElems *= n;
-  if (a.coll == Collective::ReduceScatter || a.coll == Collective::Scatter || a.coll == Collective::AllToAll)
-    c.sendElems *= n;
+  test::bufferElems(a.coll, c.count, n, &c.sendElems, &c.recvElems);
   if (!a.check) return c;
   const auto t = static_cast<zcollDataType_t>(a.dtype);
   const auto op = static_cast<zcollRedOp_t>(a.op);
@@ -105,6 +102,13 @@ class TaskBarrier {
   std::vector<int> waiting_;
 };
 
+// Which ranks share a host, as the selector and the hierarchical algorithms see it.
+patterns::HostLayout hostsOf(const Topology& topo) {
+  std::vector<uint64_t> hostIds;
+  for (int r = 0; r < topo.ranks; ++r) hostIds.push_back(static_cast<uint64_t>(topo.hostOf(r)));
+  return patterns::HostLayout::fromHostIds(hostIds);
+}
+
 }  // namespace
 
 bool sweep(const Options& a, const Topology& topo, const std::vector<size_t>& sizes, const std::string& algo,
@@ -115,9 +119,7 @@ bool sweep(const Options& a, const Topology& topo, const std::vector<size_t>& si
       *error = s.message();
       return false;
     }
-  std::vector<uint64_t> hostIds;
-  for (int r = 0; r < a.ranks; ++r) hostIds.push_back(static_cast<uint64_t>(topo.hostOf(r)));
-  const patterns::HostLayout hosts = patterns::HostLayout::fromHostIds(hostIds);
+  const patterns::HostLayout hosts = hostsOf(topo);
   CostModel model;  // the analytic model of this network: its slowest hop
   model.alpha = (topo.perHost ? topo.nicAlphaUs : topo.intraAlphaUs) * 1e-6;
   model.beta = 1.0 / ((topo.perHost ? topo.nicGBps : topo.intraGBps) * 1e9);
@@ -135,14 +137,14 @@ bool sweep(const Options& a, const Topology& topo, const std::vector<size_t>& si
   std::atomic<bool> abort{false};
   size_t wrongTotal = 0;
   std::string firstFailure;  // the first rank's to fail (the others' then say they were aborted)
-  std::vector<const Algorithm*> chosen(static_cast<size_t>(a.ranks));
+  const Algorithm* chosen = nullptr;  // rank 0's, for the row
   size_t k = 0;
   std::vector<unsigned char> sharedSend, sharedRecv;  // --nodata
   auto between = [&] {  // with every rank stopped: the last op's row, the next op's case
     if (k > 0) {
       const size_t bytes = sizes[k - 1];
       rows->push_back({bytes, current.count, net.latestClock() - startUs, wrongTotal, net.messages() - messages,
-                       chosen[0] ? std::string(chosen[0]->name()) : std::string("?")});
+                       chosen ? std::string(chosen->name()) : std::string("?")});
       wrongTotal = 0;
     }
     if (k < sizes.size()) {
@@ -179,7 +181,7 @@ bool sweep(const Options& a, const Topology& topo, const std::vector<size_t>& si
       const Algorithm* algorithm = nullptr;
       Status st = selector.select(op, a.ranks, &algorithm);
       if (st && !abort.load()) {
-        chosen[static_cast<size_t>(rank)] = algorithm;
+        if (rank == 0) chosen = algorithm;
         Waiter waiter(&transport, WaitPolicy{0, 0}, int64_t{600'000}, &abort);
         AlgoContext ctx;
         ctx.rank = rank, ctx.nranks = a.ranks, ctx.transport = &transport, ctx.waiter = &waiter;
@@ -208,9 +210,7 @@ bool sweep(const Options& a, const Topology& topo, const std::vector<size_t>& si
 }
 
 std::vector<std::string> algorithmsOf(Collective coll, const Topology& topo) {
-  std::vector<uint64_t> hostIds;
-  for (int r = 0; r < topo.ranks; ++r) hostIds.push_back(static_cast<uint64_t>(topo.hostOf(r)));
-  const auto hosts = patterns::HostLayout::fromHostIds(hostIds);
+  const patterns::HostLayout hosts = hostsOf(topo);
   std::vector<std::string> out;
   for (const Algorithm* al : allAlgorithms())
     if (al->collective() == coll && al->supportsOn(hosts).isOk()) out.emplace_back(al->name());

@@ -193,7 +193,11 @@ void SimTransport::commitSend(int peer, size_t bytes) {
   const Topology& t = net_.topo_;
   clockUs_ += t.sendOverheadUs + static_cast<double>(bytes) / (t.copyGBps * 1e3);
   s.bytes = bytes;
-  if (net_.data_) s.payload.assign(staging_.data(), staging_.data() + bytes);
+  if (net_.data_) {
+    const size_t before = s.payload.capacity();
+    s.payload.assign(staging_.data(), staging_.data() + bytes);
+    net_.retained_ += s.payload.capacity() - before;
+  }
   acquired_ = -1;
   s.arrivalUs = net_.transfer(rank_, peer, bytes, clockUs_);
   p.committed = next + 1;
@@ -219,7 +223,10 @@ void SimTransport::releaseRecv(int peer) {
   const Topology& t = net_.topo_;
   clockUs_ += static_cast<double>(s.bytes) / ((net_.reducing_ ? t.reduceGBps : t.copyGBps) * 1e3);
   s.freeUs = clockUs_;
-  if (s.payload.capacity() > 4096) std::vector<char>().swap(s.payload);  // large chunks: memory follows the data in flight
+  if (net_.retained_ > SimNetwork::kRetainBytes) {  // past the budget, memory follows the data in flight
+    net_.retained_ -= s.payload.capacity();
+    std::vector<char>().swap(s.payload);
+  }
   p.released = next + 1;
   net_.rank(peer).ring();
 }

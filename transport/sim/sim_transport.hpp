@@ -94,6 +94,10 @@ class SimNetwork {
   bool data_;
   bool reducing_ = false;
   std::vector<char> shared_;  // the one buffer of every slot without data
+  // Slots keep their chunk's memory for the next one (no allocation per chunk) while all of it stays
+  // under this; beyond it a released slot gives its memory back (N^2 pairs of a direct algorithm).
+  static constexpr size_t kRetainBytes = size_t{256} << 20;
+  size_t retained_ = 0;
   std::vector<std::unique_ptr<SimTransport>> ranks_;
   // Pairs by (from, to): a flat table up to kFlatRanks ranks (a lookup is an index), a hash map above.
   static constexpr int kFlatRanks = 2048;
