@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 
@@ -99,8 +100,10 @@ Status Bootstrap::create(const UniqueIdFields& id, int rank, int nranks, const C
   b->abort_ = abort;
   b->secret_ = id.secret;
   b->settings_ = sharedSettingsHash(config);
+  b->tree_ = treeNode(rank, nranks);
   raiseFileLimit();  // sockets and segments per peer
-  if (Status s = b->rendezvous(id); !s) return s;
+  SockAddr parent;
+  if (Status s = b->rendezvous(id, &parent); !s) return s;
   b->wakeWatch_.reset(::eventfd(0, EFD_CLOEXEC));
   if (!b->wakeWatch_.valid())
     return errno == EMFILE || errno == ENFILE ? descriptorLimitError("eventfd for the creation watch", errno)
@@ -110,12 +113,28 @@ Status Bootstrap::create(const UniqueIdFields& id, int rank, int nranks, const C
   } catch (const std::system_error& e) {
     return systemError("starting the creation watch thread", e.code().value());
   }
-  if (Status s = b->connectRing(); !s) return b->endCreation(std::move(s));
+  if (Status s = b->connectTree(parent); !s) return b->endCreation(std::move(s));
   *out = std::move(b);
   return Status::ok();
 }
 
-Status Bootstrap::rendezvous(const UniqueIdFields& id) {
+Status Bootstrap::send(int fd, const void* data, size_t bytes, Deadline deadline, std::string_view what, int peer) {
+  if (Status s = sendAll(fd, data, bytes, deadline, abort_); !s)
+    return std::move(s).withContext(fmt::format("{}: rank {} sending to rank {}", what, rank_, peer));
+  ++stats_.messagesSent;
+  stats_.bytesSent += static_cast<int64_t>(bytes);
+  return Status::ok();
+}
+
+Status Bootstrap::recv(int fd, void* data, size_t bytes, Deadline deadline, std::string_view what, int peer) {
+  if (Status s = recvAll(fd, data, bytes, deadline, abort_); !s)
+    return std::move(s).withContext(fmt::format("{}: rank {} waiting for rank {}", what, rank_, peer));
+  ++stats_.messagesReceived;
+  stats_.bytesReceived += static_cast<int64_t>(bytes);
+  return Status::ok();
+}
+
+Status Bootstrap::rendezvous(const UniqueIdFields& id, SockAddr* parent) {
   Deadline deadline = Deadline::afterMs(timeoutMs_);
   Fd root;
   if (Status s = connectTcp(id.root, deadline, abort_, &root); !s)
@@ -142,6 +161,8 @@ Status Bootstrap::rendezvous(const UniqueIdFields& id) {
   gethostname(h.info.hostname, sizeof h.info.hostname - 1);
   if (Status s = sendAll(root.get(), &h, sizeof h, deadline, abort_); !s)
     return std::move(s).withContext("rendezvous: sending hello to root");
+  ++stats_.messagesSent;
+  stats_.bytesSent += static_cast<int64_t>(sizeof h);
 
   wire::Reply r{};
   if (Status s = recvAll(root.get(), &r, sizeof r, deadline, abort_); !s) {
@@ -150,74 +171,112 @@ Status Bootstrap::rendezvous(const UniqueIdFields& id) {
                           id.root.toString(), nranks_, timeoutMs_);
     return std::move(s).withContext(fmt::format("rank {}: rendezvous: waiting for root {}", rank_, id.root.toString()));
   }
+  ++stats_.messagesReceived;
+  stats_.bytesReceived += static_cast<int64_t>(sizeof r);
   StatusCode code = StatusCode::Ok;
   if (Status s = wire::checkReply(&r, &code); !s)
     return std::move(s).withContext(fmt::format("rendezvous: root {}", id.root.toString()));
   if (code != StatusCode::Ok) return Status(code, fmt::format("rendezvous root: {}", r.message));
   peers_.resize(static_cast<size_t>(nranks_));
-  if (Status s = recvAll(root.get(), peers_.data(), peers_.size() * sizeof(PeerInfo), deadline, abort_); !s)
-    return std::move(s).withContext("rendezvous: receiving the peer table");
-  for (int i = 0; i < nranks_; ++i)
-    if (Status s = wire::checkPeerInfo(peers_[i], i); !s) return std::move(s).withContext("rendezvous: peer table");
+  if (rank_ == 0) {
+    if (Status s = recvAll(root.get(), peers_.data(), peers_.size() * sizeof(PeerInfo), deadline, abort_); !s)
+      return std::move(s).withContext("rendezvous: receiving the peer table");
+    ++stats_.messagesReceived;
+    stats_.bytesReceived += static_cast<int64_t>(peers_.size() * sizeof(PeerInfo));
+  } else if (Status s = wire::checkListenAddress(r.parent, fmt::format("rank {}'s tree parent's", rank_)); !s) {
+    return std::move(s).withContext(fmt::format("rendezvous: root {}", id.root.toString()));
+  }
+  *parent = r.parent;
   nonce_ = r.nonce;
   root_ = std::move(root);  // the creation watch
   ZCOLL_TRACE(Boot, rank_, "rendezvous done: {} ranks, listening on {}", nranks_, bound.toString());
   return Status::ok();
 }
 
-Status Bootstrap::connectRing() {
-  if (nranks_ == 1) {
-    listen_.reset();
-    return Status::ok();
-  }
+Status Bootstrap::connectTree(const SockAddr& parent) {
   Deadline deadline = Deadline::afterMs(timeoutMs_);
-  int next = (rank_ + 1) % nranks_;
-  int prev = (rank_ + nranks_ - 1) % nranks_;
-  if (Status s = connectTcp(peers_[next].listen, deadline, abort_, &next_); !s)
-    return std::move(s).withContext(fmt::format("bootstrap ring: rank {} connecting to rank {}", rank_, next));
-  wire::RingHello h{};
-  stamp(&h, wire::kRingMagic, secret_);
-  h.nonce = nonce_;
-  h.rank = rank_;
-  if (Status s = sendAll(next_.get(), &h, sizeof h, deadline, abort_); !s)
-    return std::move(s).withContext(fmt::format("bootstrap ring: hello to rank {}", next));
-
-  // Accept until the previous rank shows up; anything else is dropped, silent connections included
-  // (they are read side by side, each with its own short budget).
-  const HelloJudge judge = [&](const void* hello, Fd* fd, const SockAddr&) {
-    wire::RingHello in{};
-    std::memcpy(&in, hello, sizeof in);
-    if (Status s = wire::checkRingHello(in, secret_, nonce_, prev); !s) return HelloJudgement{HelloVerdict::Drop, s};
-    prev_ = std::move(*fd);
-    return HelloJudgement{HelloVerdict::Keep, Status::ok()};
-  };
-  if (Status s = acceptHellos(listen_.get(), sizeof(wire::RingHello), 1, deadline, abort_, judge,
-                              fmt::format("bootstrap ring: rank {} waiting for rank {}", rank_, prev), rank_);
-      !s)
-    return s;
+  if (nranks_ > 1) {
+    if (tree_.parent >= 0) {
+      if (Status s = connectTcp(parent, deadline, abort_, &parent_); !s)
+        return std::move(s).withContext(
+            fmt::format("bootstrap tree: rank {} connecting to its parent, rank {}", rank_, tree_.parent));
+      wire::TreeHello h{};
+      stamp(&h, wire::kTreeMagic, secret_);
+      h.nonce = nonce_;
+      h.rank = rank_;
+      if (Status s = send(parent_.get(), &h, sizeof h, deadline, "bootstrap tree: hello", tree_.parent); !s) return s;
+    }
+    // Accept the children; anything else is dropped, silent connections included (they are read
+    // side by side, each with its own short budget).
+    children_.resize(tree_.children.size());
+    const HelloJudge judge = [&](const void* hello, Fd* fd, const SockAddr&) {
+      wire::TreeHello in{};
+      std::memcpy(&in, hello, sizeof in);
+      if (Status s = wire::checkTreeHello(in, secret_, nonce_, tree_.children); !s)
+        return HelloJudgement{HelloVerdict::Drop, s};
+      const size_t j = static_cast<size_t>(
+          std::find(tree_.children.begin(), tree_.children.end(), in.rank) - tree_.children.begin());
+      if (children_[j].valid())
+        return HelloJudgement{HelloVerdict::Drop, invalidArgument("rank {} connected twice", in.rank)};
+      children_[j] = std::move(*fd);
+      ++stats_.messagesReceived;
+      stats_.bytesReceived += static_cast<int64_t>(sizeof in);
+      return HelloJudgement{HelloVerdict::Keep, Status::ok()};
+    };
+    if (Status s = acceptHellos(listen_.get(), sizeof(wire::TreeHello), static_cast<int>(children_.size()), deadline,
+                                abort_, judge, fmt::format("bootstrap tree: rank {} waiting for its children", rank_),
+                                rank_);
+        !s)
+      return s;
+  }
   listen_.reset();
+  // The table, from rank 0 down.
+  if (Status s = broadcast(peers_.data(), peers_.size() * sizeof(PeerInfo), deadline); !s)
+    return std::move(s).withContext("bootstrap: the peer table");
+  for (int i = 0; i < nranks_; ++i)
+    if (Status s = wire::checkPeerInfo(peers_[static_cast<size_t>(i)], i); !s)
+      return std::move(s).withContext("rendezvous: peer table");
+  return Status::ok();
+}
+
+Status Bootstrap::broadcast(void* data, size_t bytes, Deadline deadline) {
+  if (tree_.parent >= 0)
+    if (Status s = recv(parent_.get(), data, bytes, deadline, "bootstrap broadcast", tree_.parent); !s) return s;
+  for (size_t j = 0; j < children_.size(); ++j)
+    if (Status s = send(children_[j].get(), data, bytes, deadline, "bootstrap broadcast", tree_.children[j]); !s)
+      return s;
   return Status::ok();
 }
 
 Status Bootstrap::allGather(void* data, size_t bytesPerRank) {
   auto* base = static_cast<char*>(data);
   Deadline deadline = Deadline::afterMs(timeoutMs_);
-  for (int step = 0; step < nranks_ - 1; ++step) {
-    int sendBlock = (rank_ - step + nranks_) % nranks_;
-    int recvBlock = (rank_ - step - 1 + nranks_) % nranks_;
-    if (Status s = sendAll(next_.get(), base + sendBlock * bytesPerRank, bytesPerRank, deadline, abort_); !s)
-      return std::move(s).withContext(fmt::format("bootstrap allgather: rank {} sending to rank {}", rank_,
-                                                  (rank_ + 1) % nranks_));
-    if (Status s = recvAll(prev_.get(), base + recvBlock * bytesPerRank, bytesPerRank, deadline, abort_); !s)
-      return std::move(s).withContext(fmt::format("bootstrap allgather: rank {} waiting for rank {}", rank_,
-                                                  (rank_ + nranks_ - 1) % nranks_));
+  // Up: each child's subtree [c, end) in one message, then this subtree to the parent.
+  for (size_t j = 0; j < children_.size(); ++j) {
+    const int c = tree_.children[j];
+    if (Status s = recv(children_[j].get(), base + static_cast<size_t>(c) * bytesPerRank,
+                        static_cast<size_t>(tree_.childEnd[j] - c) * bytesPerRank, deadline, "bootstrap allgather", c);
+        !s)
+      return s;
   }
-  return Status::ok();
+  if (tree_.parent >= 0)
+    if (Status s = send(parent_.get(), base + static_cast<size_t>(rank_) * bytesPerRank,
+                        static_cast<size_t>(tree_.end - rank_) * bytesPerRank, deadline, "bootstrap allgather",
+                        tree_.parent);
+        !s)
+      return s;
+  // Down: the whole.
+  return broadcast(data, static_cast<size_t>(nranks_) * bytesPerRank, deadline);
 }
 
 Status Bootstrap::barrier() {
-  std::vector<uint8_t> bytes(static_cast<size_t>(nranks_), 0);
-  return allGather(bytes.data(), 1);
+  Deadline deadline = Deadline::afterMs(timeoutMs_);
+  uint8_t token = 0;
+  for (size_t j = 0; j < children_.size(); ++j)
+    if (Status s = recv(children_[j].get(), &token, 1, deadline, "bootstrap barrier", tree_.children[j]); !s) return s;
+  if (tree_.parent >= 0)
+    if (Status s = send(parent_.get(), &token, 1, deadline, "bootstrap barrier", tree_.parent); !s) return s;
+  return broadcast(&token, 1, deadline);
 }
 
 }  // namespace zcoll

@@ -1,14 +1,18 @@
 // bootstrap.hpp - how the ranks of a communicator find each other.
 //
-// 1. Rendezvous: every rank connects to the root (address and port from the unique id), presents
-//    the secret and its PeerInfo; the root answers each with the table of all PeerInfos and a random
-//    per-communicator nonce. The root is a thread of the process that made the id (RendezvousRoot).
-// 2. Ring: each rank connects to the next rank's listening socket and accepts the previous one;
-//    both present the secret and nonce. Strangers are logged and dropped.
+// 1. Rendezvous: every rank connects to the root (address and port from the unique id) and presents
+//    the secret and its PeerInfo; the root answers each with a random per-communicator nonce and the
+//    listening address of its parent in the tree (tree.hpp), and rank 0 also with the table of all
+//    PeerInfos. The root is a thread of the process that made the id (RendezvousRoot). It sends and
+//    receives O(N) bytes in all: the table goes to rank 0 alone.
+// 2. Tree: each rank connects to its parent's listening socket and accepts its children's; both
+//    present the secret and nonce. Strangers are logged and dropped. The table then goes down the
+//    tree (each rank forwards it to at most kBootstrapFanout children).
 // 2b. Creation watch: the root connection stays open until the communicator is created; a rank that
 //    leaves before that is named by the root to all others, whose creation then aborts at once.
-// 3. Out-of-band collectives on that ring: allGather of small blocks and barrier. Used during
-//    communicator setup only (transport wiring), never on a data path.
+// 3. Out-of-band collectives on that tree: allGather of small blocks (up the tree, each subtree's
+//    blocks in one message, then the whole down) and barrier: O(N) messages, O(log N) steps.
+//    Used during communicator setup only (transport wiring), never on a data path.
 // Every step is bounded by the config timeout and stops when the abort flag is raised.
 #pragma once
 
@@ -21,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "bootstrap/tree.hpp"
 #include "bootstrap/unique_id.hpp"
 #include "core/config.hpp"
 #include "core/socket.hpp"
@@ -40,6 +45,14 @@ struct PeerInfo {
   // The CPUs this process may run on (sched_getaffinity): the ranks of a host outnumber its cores
   // when they outnumber the union of their sets (the wait policy).
   cpu_set_t cpus{};
+};
+
+// What the bootstrap of one communicator cost this rank, and (in the process that served the
+// rendezvous) the root: messages and bytes, counted where they are sent and received.
+struct BootstrapStats {
+  int64_t messagesSent = 0, messagesReceived = 0;
+  int64_t bytesSent = 0, bytesReceived = 0;
+  int64_t rootBytesSent = 0, rootBytesReceived = 0;  // this process's rendezvous root, if it ran one
 };
 
 // This process's host identity: boot id, hostname and the net/ipc namespaces.
@@ -66,11 +79,16 @@ class Bootstrap {
   // data holds nranks blocks of bytesPerRank; this rank's block is filled; on return all are.
   Status allGather(void* data, size_t bytesPerRank);
   Status barrier();
+  const BootstrapStats& stats() const { return stats_; }
 
  private:
   Bootstrap() = default;
-  Status rendezvous(const UniqueIdFields& id);
-  Status connectRing();
+  Status rendezvous(const UniqueIdFields& id, SockAddr* parent);
+  Status connectTree(const SockAddr& parent);
+  // Down the tree: rank 0's bytes to every rank.
+  Status broadcast(void* data, size_t bytes, Deadline deadline);
+  Status send(int fd, const void* data, size_t bytes, Deadline deadline, std::string_view what, int peer);
+  Status recv(int fd, void* data, size_t bytes, Deadline deadline, std::string_view what, int peer);
   void watchRoot();  // the watch thread: a Notice or the root's end raises abort_
 
   int rank_ = 0;
@@ -82,8 +100,9 @@ class Bootstrap {
   uint64_t settings_ = 0;  // sharedSettingsHash of this rank's Config
   std::vector<PeerInfo> peers_;
   Fd listen_;
-  Fd next_;
-  Fd prev_;
+  TreeNode tree_;
+  Fd parent_;
+  std::vector<Fd> children_;  // in tree_.children's order
   Fd root_;  // until endCreation
   Fd wakeWatch_;  // an eventfd: endCreation wakes the watch at once (its poll has no time slice)
   std::thread watch_;
@@ -91,6 +110,7 @@ class Bootstrap {
   std::atomic<bool> watchFired_{false};
   std::string watchReason_;  // written by the watch before watchFired_
   bool creationEnded_ = false;
+  BootstrapStats stats_;
 };
 
 // The rendezvous service of one unique id, a thread in the process that created the id. It serves
@@ -106,6 +126,8 @@ class RendezvousRoot {
   static void cancel(const SockAddr& root, const Secret& secret);
   // Joins every finished service thread.
   static void reap();
+  // Bytes the last service that ended in this process sent and received.
+  static void lastStats(int64_t* sent, int64_t* received);
 };
 
 }  // namespace zcoll

@@ -3,6 +3,7 @@
 
 #include <netinet/in.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace zcoll::wire {
@@ -25,9 +26,7 @@ bool sameSecret(const uint8_t (&bytes)[16], const Secret& secret) {
 
 Status checkPeerInfo(const PeerInfo& p, int expectedRank) {
   if (p.rank != expectedRank) return remoteError("peer entry names rank {} where rank {} was due", p.rank, expectedRank);
-  if (!validAddress(p.listen))
-    return remoteError("rank {}'s listening address is not a TCP/IP address (family {}, length {})", p.rank,
-                       p.listen.family(), p.listen.len);
+  if (Status s = checkListenAddress(p.listen, fmt::format("rank {}'s", p.rank)); !s) return s;
   if (std::memchr(p.hostname, 0, sizeof p.hostname) == nullptr)
     return remoteError("rank {}'s host name is not terminated", p.rank);
   if (p.pid <= 0) return remoteError("rank {}'s pid {} is not a process id", p.rank, p.pid);
@@ -51,11 +50,18 @@ Status checkReply(Reply* r, StatusCode* code) {
   return Status::ok();
 }
 
-Status checkRingHello(const RingHello& h, const Secret& secret, uint64_t nonce, int expectedRank) {
-  if (h.magic != kRingMagic || h.version != kVersion || !sameSecret(h.secret, secret))
+Status checkListenAddress(const SockAddr& a, std::string_view whose) {
+  if (!validAddress(a))
+    return remoteError("{} listening address is not a TCP/IP address (family {}, length {})", whose, a.family(), a.len);
+  return Status::ok();
+}
+
+Status checkTreeHello(const TreeHello& h, const Secret& secret, uint64_t nonce, const std::vector<int>& children) {
+  if (h.magic != kTreeMagic || h.version != kVersion || !sameSecret(h.secret, secret))
     return invalidArgument("not a zcoll peer of this id (bad magic, version or secret)");
   if (h.nonce != nonce) return invalidArgument("a peer of another communicator of this id (nonce)");
-  if (h.rank != expectedRank) return invalidArgument("rank {} where rank {} was due", h.rank, expectedRank);
+  if (std::find(children.begin(), children.end(), h.rank) == children.end())
+    return invalidArgument("rank {} is not a child of this rank in the bootstrap tree", h.rank);
   return Status::ok();
 }
 

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
+#include <vector>
 
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/unique_id.hpp"
@@ -13,8 +15,9 @@ namespace zcoll::wire {
 
 inline constexpr uint32_t kHelloMagic = 0x7a42484cu;  // "zBHL"
 inline constexpr uint32_t kReplyMagic = 0x7a425250u;  // "zBRP"
-inline constexpr uint32_t kRingMagic = 0x7a42524eu;   // "zBRN"
-inline constexpr uint32_t kVersion = 4;  // 2: PeerInfo::cpus; 3: PeerInfo::settings; 4: the creation watch
+inline constexpr uint32_t kTreeMagic = 0x7a425452u;   // "zBTR"
+// 2: PeerInfo::cpus; 3: PeerInfo::settings; 4: the creation watch; 5: the tree (Reply::parent, TreeHello)
+inline constexpr uint32_t kVersion = 5;
 inline constexpr int32_t kMaxRanks = 1 << 20;
 
 struct Hello {  // rank -> root
@@ -26,10 +29,13 @@ struct Hello {  // rank -> root
   PeerInfo info;
 };
 
-struct Reply {  // root -> rank; on code 0 followed by nranks PeerInfo
+// root -> rank. On code 0, rank 0's is followed by the nranks PeerInfo of the table, which goes down
+// the tree (tree.hpp) from there; every other rank's names its tree parent's listening address.
+struct Reply {
   uint32_t magic;
   int32_t code;  // 0 ok, else a StatusCode
   uint64_t nonce;
+  SockAddr parent;
   char message[240];
 };
 
@@ -45,7 +51,7 @@ struct Notice {  // root -> rank
   char message[240];
 };
 
-struct RingHello {  // rank -> next rank
+struct TreeHello {  // rank -> its tree parent
   uint32_t magic;
   uint32_t version;
   uint8_t secret[16];
@@ -63,7 +69,9 @@ Status checkHello(const Hello& h, const Secret& secret);
 // The root's reply header: on success *code is what the root reports (Success or a StatusCode) and
 // message is NUL-terminated.
 Status checkReply(Reply* r, StatusCode* code);
-// A ring neighbour's hello: secret, this communicator's nonce and the expected rank.
-Status checkRingHello(const RingHello& h, const Secret& secret, uint64_t nonce, int expectedRank);
+// A TCP/IP address with a port (a rank's listening address).
+Status checkListenAddress(const SockAddr& a, std::string_view whose);
+// A tree child's hello: secret, this communicator's nonce and a rank among `children`.
+Status checkTreeHello(const TreeHello& h, const Secret& secret, uint64_t nonce, const std::vector<int>& children);
 
 }  // namespace zcoll::wire

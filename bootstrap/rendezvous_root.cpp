@@ -16,6 +16,7 @@
 
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/bootstrap_wire.hpp"
+#include "bootstrap/tree.hpp"
 #include "core/log.hpp"
 
 namespace zcoll {
@@ -23,6 +24,8 @@ namespace {
 
 constexpr int64_t kHelloTimeoutMs = 5000;
 constexpr size_t kMaxPending = 1024;
+constexpr int kAcceptsPerRound = 256;
+std::atomic<int64_t> gLastSent{0}, gLastReceived{0};  // the last service that ended here
 
 struct Pending {
   Fd fd;
@@ -38,7 +41,13 @@ class RootService {
       : listen_(std::move(listen)), bound_(bound), secret_(secret), timeoutMs_(timeoutMs),
         deadline_(Deadline::afterMs(timeoutMs)) {}
 
-  void startThread() { thread_ = std::thread([this] { run(); }); }
+  void startThread() {
+    thread_ = std::thread([this] {
+      run();
+      gLastSent.store(bytesSent_);
+      gLastReceived.store(bytesReceived_);
+    });
+  }
   void stopAndJoin() {
     stop_.store(true);
     if (thread_.joinable()) thread_.join();
@@ -78,6 +87,7 @@ class RootService {
   int nranks_ = -1;
   int count_ = 0;
   bool noticeSent_ = false;  // the first rank that left is named once
+  int64_t bytesSent_ = 0, bytesReceived_ = 0;
 };
 
 bool RootService::readHello(Pending& p) {
@@ -86,6 +96,7 @@ bool RootService::readHello(Pending& p) {
     ssize_t n = ::recv(p.fd.get(), buf + p.got, sizeof p.hello - p.got, MSG_DONTWAIT);
     if (n > 0) {
       p.got += static_cast<size_t>(n);
+      bytesReceived_ += n;
       if (p.got == sizeof p.hello) break;
       continue;
     }
@@ -110,7 +121,7 @@ void RootService::replyAll(int32_t code, const std::string& message) {
   Secret nonceBytes{};
   (void)randomSecret(&nonceBytes);
   std::memcpy(&r.nonce, nonceBytes.data(), sizeof r.nonce);
-  std::vector<PeerInfo> table;
+  std::vector<PeerInfo> table;  // for rank 0 alone: it goes down the tree from there
   if (code == 0) {
     table.resize(static_cast<size_t>(nranks_));
     for (int i = 0; i < nranks_; ++i) table[i] = joined_[i].hello.info;
@@ -119,10 +130,17 @@ void RootService::replyAll(int32_t code, const std::string& message) {
   int lost = -1;  // a rank the reply did not reach: the others must not wait for it
   for (Pending& p : joined_) {
     if (!p.fd.valid()) continue;
+    const int rank = p.hello.rank;
+    r.parent = SockAddr{};
+    if (code == 0 && rank > 0) r.parent = table[static_cast<size_t>(treeNode(rank, nranks_).parent)].listen;
     Status s = sendAll(p.fd.get(), &r, sizeof r, d, &stop_);
-    if (s && code == 0) s = sendAll(p.fd.get(), table.data(), table.size() * sizeof(PeerInfo), d, &stop_);
-    if (!s) ZCOLL_WARN(Boot, -1, "rendezvous: reply to rank {} failed: {}", p.hello.rank, s.message());
-    if (!s && lost < 0) lost = p.hello.rank;
+    if (s) bytesSent_ += sizeof r;
+    if (s && code == 0 && rank == 0) {
+      s = sendAll(p.fd.get(), table.data(), table.size() * sizeof(PeerInfo), d, &stop_);
+      if (s) bytesSent_ += table.size() * sizeof(PeerInfo);
+    }
+    if (!s) ZCOLL_WARN(Boot, -1, "rendezvous: reply to rank {} failed: {}", rank, s.message());
+    if (!s && lost < 0) lost = rank;
     if (!s || code != 0) p.fd.reset();  // on success kept: watchCreation
   }
   if (code == 0 && lost >= 0) {
@@ -212,7 +230,7 @@ void RootService::run() {
     int r = ::poll(fds.data(), fds.size(), 100);
     if (r < 0 && errno != EINTR) break;
     // New connections.
-    for (;;) {
+    for (int accepted = 0;;) {
       Pending p;
       p.from.len = sizeof p.from.storage;
       int fd = ::accept4(listen_.get(), reinterpret_cast<sockaddr*>(&p.from.storage), &p.from.len,
@@ -234,6 +252,9 @@ void RootService::run() {
       p.startNs = nowNs();
       if (pending_.size() >= kMaxPending) pending_.pop_front();
       pending_.push_back(std::move(p));
+      // A burst of more ranks than kMaxPending waits in the backlog, not in pending_, where the
+      // first ones would be pushed out before their hellos are read.
+      if (++accepted == kAcceptsPerRound) break;
     }
     // Progress pending connections.
     int64_t now = nowNs();
@@ -350,6 +371,11 @@ void RendezvousRoot::join(const SockAddr& root, const Secret& secret) {
 
 void RendezvousRoot::cancel(const SockAddr& root, const Secret& secret) {
   if (auto mine = take(root, secret)) mine->stopAndJoin();
+}
+
+void RendezvousRoot::lastStats(int64_t* sent, int64_t* received) {
+  *sent = gLastSent.load();
+  *received = gLastReceived.load();
 }
 
 void RendezvousRoot::reap() {

@@ -39,6 +39,12 @@ Status Communicator::create(const UniqueIdFields& id, int nranks, int rank, cons
   return Status::ok();
 }
 
+BootstrapStats Communicator::bootstrapStats() const {
+  BootstrapStats s = bootstrap_ ? bootstrap_->stats() : BootstrapStats{};
+  RendezvousRoot::lastStats(&s.rootBytesSent, &s.rootBytesReceived);
+  return s;
+}
+
 Status Communicator::setUp() {
   Communicator* const c = this;
   const int rank = rank_, nranks = nranks_;

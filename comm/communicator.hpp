@@ -59,6 +59,8 @@ class Communicator {
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
   const Config& config() const { return config_; }
+  // What creating this communicator cost in bootstrap messages (tools/scale-probe).
+  BootstrapStats bootstrapStats() const;
 
   // Runs op now (blocking) in call order. For SendRecv, op.items must stay valid during the call.
   Status call(const OpArgs& op);

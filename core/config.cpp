@@ -186,6 +186,8 @@ const std::vector<ConfigVariable>& configVariables() {
        [](const Config& c, L) { return orText(c.socketIfname, "(loopback)"); }, nullptr},
       {"ZCOLL_SOCKETS_PER_PEER", "1", "tcp transport: connections per peer, 1 to 16 (frame f on connection f mod K); the same on all ranks",
        [](const Config& c, L) { return std::to_string(c.socketsPerPeer); }, nullptr},
+      {"ZCOLL_SOCKET_MEMORY", "1G", "tcp transport: the slot memory a rank keeps for the peers it talks to; beyond it the slots of the peers idle longest are given back (K/M/G suffixes)",
+       [](const Config& c, L) { return std::to_string(c.socketMemoryBytes); }, nullptr},
       {"ZCOLL_SOCKET_CHUNK_SIZE", "512K",
        "pipelining chunk and slot size of the tcp transport; when unset, a ZCOLL_CHUNK_SIZE or chunkBytes that is set "
        "applies to it too (K/M/G suffixes)",
@@ -332,6 +334,7 @@ Status buildConfig(const zcollConfig_t* api, Config* out) {
   int64_t sockets = c.socketsPerPeer;
   if (Status s = envPositive("ZCOLL_SOCKETS_PER_PEER", 1, 16, false, &sockets); !s) return s;
   c.socketsPerPeer = static_cast<int>(sockets);
+  if (Status s = envPositive("ZCOLL_SOCKET_MEMORY", 1 << 20, int64_t{1} << 40, true, &c.socketMemoryBytes); !s) return s;
   envString("ZCOLL_IB_HCA", &c.ibHca);
   std::vector<std::pair<std::string, int>> hcas;
   if (Status s = parseHcaList(c.ibHca, &hcas); !s) return s;
@@ -449,9 +452,10 @@ Status readLaunchEnv(LaunchEnv* out) {
 }
 
 std::string sharedSettingsText(const Config& c) {
-  return fmt::format("ZCOLL_CHUNK_SIZE={} ZCOLL_SOCKET_CHUNK_SIZE={} ZCOLL_FIFO_SLOTS={} ZCOLL_EAGER_BYTES={} "
-                     "ZCOLL_ZERO_COPY={} ZCOLL_CHECK={} ZCOLL_ALGO='{}'",
-                     c.chunkBytes, c.socketChunkBytes, c.fifoSlots, c.eagerBytes, c.zeroCopyBytes, c.check ? 1 : 0,
+  return fmt::format("ZCOLL_CHUNK_SIZE={} ZCOLL_SOCKET_CHUNK_SIZE={} ZCOLL_SOCKETS_PER_PEER={} ZCOLL_FIFO_SLOTS={} "
+                     "ZCOLL_EAGER_BYTES={} ZCOLL_ZERO_COPY={} ZCOLL_CHECK={} ZCOLL_ALGO='{}'",
+                     c.chunkBytes, c.socketChunkBytes, c.socketsPerPeer, c.fifoSlots, c.eagerBytes, c.zeroCopyBytes,
+                     c.check ? 1 : 0,
                      c.algo);
 }
 

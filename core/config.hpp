@@ -39,6 +39,7 @@ struct Config {
   const char* transportsOrigin = "";  // what set it, for messages
   std::string socketIfname;          // ZCOLL_SOCKET_IFNAME: interface for bootstrap sockets
   int socketsPerPeer = 1;            // ZCOLL_SOCKETS_PER_PEER: tcp connections per peer (1-16)
+  int64_t socketMemoryBytes = int64_t{1} << 30;  // ZCOLL_SOCKET_MEMORY: tcp slot memory kept for peers
   std::string ibHca;                 // ZCOLL_IB_HCA: "name[:port],...", "" = first active port
   int ibGidIndex = -1;               // ZCOLL_IB_GID_INDEX: RoCE GID index, -1 = automatic
   std::string bootstrapSecret;       // ZCOLL_BOOTSTRAP_SECRET (32 hex digits), for env launch

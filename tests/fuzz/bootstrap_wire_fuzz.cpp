@@ -1,5 +1,5 @@
 // bootstrap_wire_fuzz.cpp - libFuzzer target: the bootstrap's message checks on arbitrary bytes
-// (what a hostile or broken peer can send to the rendezvous root, to a rank, or on the ring). They
+// (what a hostile or broken peer can send to the rendezvous root, to a rank, or on the tree). They
 // must never crash; a message they accept must satisfy every invariant the callers rely on.
 #include <cstdint>
 #include <cstdlib>
@@ -44,7 +44,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   auto info = from<PeerInfo>(body, bodySize);
   if (wire::checkPeerInfo(info, info.rank).isOk()) (void)info.listen.toString();
-  auto ring = from<wire::RingHello>(body, bodySize);
-  if (wire::checkRingHello(ring, secret, ring.nonce, 3).isOk()) require(ring.rank == 3);
+  auto tree = from<wire::TreeHello>(body, bodySize);
+  if (wire::checkTreeHello(tree, secret, tree.nonce, {3, 5}).isOk()) require(tree.rank == 3 || tree.rank == 5);
+  if (wire::checkListenAddress(reply.parent, "the parent's").isOk()) (void)reply.parent.toString();
   return 0;
 }

@@ -4,12 +4,14 @@
 #include <fcntl.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <sys/uio.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 
+#include "core/clock.hpp"
 #include "core/log.hpp"
 #include "kernels/host_copy.hpp"
 
@@ -19,7 +21,7 @@ namespace {
 constexpr size_t kBounceBytes = 64 * 1024;  // per connection: received bytes on their way to the slots
 // A frame's payload with at least this much left to read goes straight into its slot.
 constexpr size_t kDirectBytes = 16 * 1024;
-constexpr uint64_t kHelloMagic = 0x7a636f6c74637032ull;  // "zcoltcp2"
+constexpr uint64_t kHelloMagic = 0x7a636f6c74637033ull;  // "zcoltcp3"
 
 struct Hello {
   uint64_t magic;
@@ -29,13 +31,16 @@ struct Hello {
   int16_t stream;   // which of the connector's connections to this rank
   int16_t streams;  // its ZCOLL_SOCKETS_PER_PEER (must be this rank's)
   uint64_t chunk;   // its slot size (must be this rank's: frames and chunking follow it)
+  uint32_t flags;   // kProbe: not a connection, a request for the pair's connections
+  uint32_t pad;
 };
+constexpr uint32_t kProbe = 1;
+static_assert(sizeof(Hello) <= 64);
 
-// v holds `bytes` zeroed (touched: no fault in a step) from the returned 64-byte boundary on.
-uint8_t* lineAligned(std::vector<uint8_t>* v, size_t bytes) {
-  v->assign(bytes + 64, 0);
-  return v->data() + (64 - reinterpret_cast<uintptr_t>(v->data()) % 64) % 64;
-}
+constexpr int64_t kDialMs = 10'000;       // a peer's listener exists: what does not answer by then is gone
+constexpr int64_t kProbeEveryNs = 1'000'000'000;  // a higher rank repeats its request this often
+constexpr int64_t kHelloBudgetNs = 5'000'000'000;  // a connection that sends no hello in this time is dropped
+constexpr size_t kMaxAccepting = 1024;
 
 // A connection to a peer in this host's network namespace runs over loopback: no link, no queue that
 // pacing would protect. The host's default congestion control may pace (bbr, without an fq qdisc: a
@@ -61,25 +66,22 @@ Status configure(int fd, bool loopback, int rank) {
 Status TcpTransport::create(const TransportArgs& args, std::unique_ptr<Transport>* out) {
   Bootstrap& boot = args.boot;
   const Config& config = args.config;
-  const std::atomic<bool>* abort = args.abort;
   const std::vector<int>* members = args.members;
   std::unique_ptr<TcpTransport> t(new TcpTransport());
   const int n = boot.nranks();
   t->rank_ = boot.rank();
+  t->timeoutMs_ = config.timeoutMs;
+  t->abort_ = args.abort;
   // Beside shm (members: a mixed communicator) the algorithms chunk by the smaller slot of the two:
   // larger tcp slots would go unused.
   const int64_t chunk = members ? std::min(config.socketChunkBytes, config.chunkBytes) : config.socketChunkBytes;
   t->chunk_ = std::max<size_t>(64, static_cast<size_t>(chunk) / 64 * 64);  // slots stay 64-byte aligned
   t->slots_ = config.fifoSlots;
   t->streams_ = config.socketsPerPeer;
-  t->peers_.resize(static_cast<size_t>(n));
-  std::vector<uint8_t> served(static_cast<size_t>(n), members ? 0 : 1);
+  t->served_.assign(static_cast<size_t>(n), members ? 0 : 1);
   if (members)
-    for (int r : *members) served[static_cast<size_t>(r)] = 1;
-  served[static_cast<size_t>(t->rank_)] = 0;
-  int lower = 0;  // served ranks below this one: they connect to it
-  for (int r = 0; r < t->rank_; ++r) lower += served[static_cast<size_t>(r)];
-  const Deadline deadline = Deadline::afterMs(config.timeoutMs);
+    for (int r : *members) t->served_[static_cast<size_t>(r)] = 1;
+  t->served_[static_cast<size_t>(t->rank_)] = 0;
 
   // Listen where the bootstrap reaches this rank (or on ZCOLL_SOCKET_IFNAME's address).
   SockAddr addr;
@@ -89,90 +91,222 @@ Status TcpTransport::create(const TransportArgs& args, std::unique_ptr<Transport
     addr = boot.peers()[static_cast<size_t>(t->rank_)].listen;
   }
   addr.setPort(0);
-  Fd listener;
   SockAddr bound;
-  if (Status s = listenTcp(addr, n * t->streams_, &listener, &bound); !s) return std::move(s).withContext("tcp: listening socket");
-  std::vector<SockAddr> all(static_cast<size_t>(n));
-  all[static_cast<size_t>(t->rank_)] = bound;
-  if (Status s = boot.allGather(all.data(), sizeof(SockAddr)); !s) return s;
-
-  Hello hello{};
-  hello.magic = kHelloMagic;
-  hello.nonce = boot.nonce();
-  std::memcpy(hello.secret, boot.secret().data(), sizeof hello.secret);
-  hello.rank = t->rank_;
-  hello.streams = static_cast<int16_t>(t->streams_);
-  hello.chunk = t->chunk_;
-  for (Peer& p : t->peers_) p.streams.resize(static_cast<size_t>(t->streams_));
-  // Connect to the higher ranks (their listeners exist: the allGather came after them), K
-  // connections each, then accept the lower ones'; each connection starts with its hello.
-  for (int peer = t->rank_ + 1; peer < n; ++peer) {
-    if (!served[static_cast<size_t>(peer)]) continue;
-    for (int j = 0; j < t->streams_; ++j) {
-      Fd fd;
-      if (Status s = connectTcp(all[static_cast<size_t>(peer)], deadline, abort, &fd); !s)
-        return std::move(s).withContext(fmt::format("tcp: connecting to rank {} at {}", peer, all[static_cast<size_t>(peer)].toString()));
-      hello.stream = static_cast<int16_t>(j);
-      if (Status s = sendAll(fd.get(), &hello, sizeof hello, deadline, abort); !s) return s;
-      t->peers_[static_cast<size_t>(peer)].streams[static_cast<size_t>(j)].fd = std::move(fd);
-    }
-  }
-  const HelloJudge judge = [&](const void* bytes, Fd* fd, const SockAddr& from) {
-    Hello h{};
-    std::memcpy(&h, bytes, sizeof h);
-    if (h.magic != kHelloMagic || h.nonce != hello.nonce || std::memcmp(h.secret, hello.secret, sizeof h.secret) != 0 ||
-        h.rank < 0 || h.rank >= t->rank_ || !served[static_cast<size_t>(h.rank)])
-      return HelloJudgement{HelloVerdict::Drop, invalidArgument("not a peer of this communicator")};
-    if (h.streams != t->streams_)
-      return HelloJudgement{
-          HelloVerdict::Fail,
-          invalidUsage("tcp: rank {} opens {} connections per peer and rank {} {}: ZCOLL_SOCKETS_PER_PEER must be the "
-                       "same on all ranks", h.rank, h.streams, t->rank_, t->streams_)};
-    if (h.chunk != t->chunk_)
-      return HelloJudgement{
-          HelloVerdict::Fail,
-          invalidUsage("tcp: rank {} uses {}-byte chunks and rank {} {}: ZCOLL_SOCKET_CHUNK_SIZE (or ZCOLL_CHUNK_SIZE, "
-                       "which it follows when unset, and ZCOLL_TRANSPORTS: beside shm tcp takes the smaller of the "
-                       "two) must give the same on all ranks", h.rank, h.chunk, t->rank_, t->chunk_)};
-    if (h.stream < 0 || h.stream >= t->streams_ ||
-        t->peers_[static_cast<size_t>(h.rank)].streams[static_cast<size_t>(h.stream)].fd.valid())
-      return HelloJudgement{HelloVerdict::Drop, invalidArgument("a duplicate connection of rank {} (from {})", h.rank,
-                                                                from.toString())};
-    t->peers_[static_cast<size_t>(h.rank)].streams[static_cast<size_t>(h.stream)].fd = std::move(*fd);
-    return HelloJudgement{HelloVerdict::Keep, Status::ok()};
-  };
-  if (Status s = acceptHellos(listener.get(), sizeof(Hello), lower * t->streams_, deadline, abort, judge,
-                              fmt::format("tcp: rank {} waiting for the connections of lower ranks", t->rank_), t->rank_);
-      !s)
-    return s;
+  if (Status s = listenTcp(addr, std::min(n * t->streams_, 65535), &t->listener_, &bound); !s)
+    return std::move(s).withContext("tcp: listening socket");
+  t->addrs_.resize(static_cast<size_t>(n));
+  t->addrs_[static_cast<size_t>(t->rank_)] = bound;
+  // Every listener exists once this returns anywhere: a peer's first use may connect to it.
+  if (Status s = boot.allGather(t->addrs_.data(), sizeof(SockAddr)); !s) return s;
+  t->nonce_ = boot.nonce();
+  std::memcpy(t->secret_, boot.secret().data(), sizeof t->secret_);
+  const uint64_t myHost = boot.peers()[static_cast<size_t>(t->rank_)].hostHash;
+  t->loopback_.resize(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) t->loopback_[static_cast<size_t>(r)] = boot.peers()[static_cast<size_t>(r)].hostHash == myHost;
 
   if (Status s = t->sleeper_.init(); !s) return std::move(s).withContext("tcp");
-  const uint64_t myHost = boot.peers()[static_cast<size_t>(t->rank_)].hostHash;
-  for (int peer = 0; peer < n; ++peer) {
-    Peer& p = t->peers_[static_cast<size_t>(peer)];
-    if (!served[static_cast<size_t>(peer)]) continue;
-    // Same host identity: the same network namespace, so the connection goes over loopback.
-    const bool loopback = boot.peers()[static_cast<size_t>(peer)].hostHash == myHost;
-    for (int j = 0; j < t->streams_; ++j) {
-      Stream& st = p.streams[static_cast<size_t>(j)];
-      st.sendFrame = st.recvFrame = static_cast<uint64_t>(j);
-      st.bounceData = lineAligned(&st.bounce, kBounceBytes);
-      if (Status s = configure(st.fd.get(), loopback, t->rank_); !s) return s;
-      if (Status s = t->sleeper_.add(st.fd.get(), EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET); !s)
-        return std::move(s).withContext("tcp");
-    }
-    // The slots 64-byte aligned, like the user buffers they are copied from and to (see FrameHeader).
-    p.sendData = lineAligned(&p.send, static_cast<size_t>(t->slots_) * t->chunk_);
-    p.sendHeaders.assign(static_cast<size_t>(t->slots_), FrameHeader{});
-    p.sendFrom.assign(static_cast<size_t>(t->slots_), nullptr);
-    p.recvData = lineAligned(&p.recv, static_cast<size_t>(t->slots_) * t->chunk_);
-    p.recvBytes.assign(static_cast<size_t>(t->slots_), 0);
-    p.arrived.assign(static_cast<size_t>(t->slots_), 0);
-  }
-  // Everyone is connected before anyone sends.
-  if (Status s = boot.barrier(); !s) return s;
+  if (Status s = t->sleeper_.add(t->listener_.get(), EPOLLIN | EPOLLET); !s) return std::move(s).withContext("tcp");
+  // The slots: address space for every peer, pages only for the peers used.
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const size_t stride = 2 * static_cast<size_t>(t->slots_) * t->chunk_ + static_cast<size_t>(t->streams_) * kBounceBytes;
+  t->peerStride_ = (stride + page - 1) / page * page;
+  t->regionBytes_ = t->peerStride_ * static_cast<size_t>(n);
+  void* region = ::mmap(nullptr, t->regionBytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (region == MAP_FAILED)
+    return systemError(fmt::format("tcp: reserving {} bytes of address space for the slots of {} peers", t->regionBytes_, n),
+                       errno);
+  t->region_ = static_cast<uint8_t*>(region);
+  t->budgetPeers_ = std::max<size_t>(1, static_cast<size_t>(config.socketMemoryBytes) / t->peerStride_);
+  t->peers_.resize(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) t->peers_[static_cast<size_t>(r)].index = r;
   *out = std::move(t);
   return Status::ok();
+}
+
+TcpTransport::~TcpTransport() {
+  peers_.clear();  // the connections first
+  if (region_) ::munmap(region_, regionBytes_);
+}
+
+void TcpTransport::forEachSlotRegion(const std::function<void(void*, size_t)>& fn) {
+  pinned_ = true;  // registered memory stays: nothing is given back from now on
+  for (size_t r = 0; r < peers_.size(); ++r)
+    if (served_[r]) fn(region_ + r * peerStride_, peerStride_);
+}
+
+void TcpTransport::start(int peer) {
+  Peer& p = peers_[static_cast<size_t>(peer)];
+  p.started = true;
+  p.streams.resize(static_cast<size_t>(streams_));
+  uint8_t* base = region_ + static_cast<size_t>(peer) * peerStride_;
+  p.sendData = base;
+  p.recvData = base + static_cast<size_t>(slots_) * chunk_;
+  p.sendHeaders.assign(static_cast<size_t>(slots_), FrameHeader{});
+  p.sendFrom.assign(static_cast<size_t>(slots_), nullptr);
+  p.recvBytes.assign(static_cast<size_t>(slots_), 0);
+  p.arrived.assign(static_cast<size_t>(slots_), 0);
+  for (int j = 0; j < streams_; ++j) {
+    Stream& st = p.streams[static_cast<size_t>(j)];
+    st.sendFrame = st.recvFrame = static_cast<uint64_t>(j);
+    st.bounceData = base + 2 * static_cast<size_t>(slots_) * chunk_ + static_cast<size_t>(j) * kBounceBytes;
+  }
+  if (rank_ > peer) return;  // the lower rank makes the connections
+  for (int j = 0; j < streams_; ++j) {
+    Stream& st = p.streams[static_cast<size_t>(j)];
+    Status s = dial(peer, j, false, &st.fd);
+    if (s) s = configure(st.fd.get(), loopback_[static_cast<size_t>(peer)], rank_);
+    if (s) s = sleeper_.add(st.fd.get(), EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET);
+    if (!s) {
+      ZCOLL_WARN(Coll, rank_, "tcp: connecting to rank {} at {}: {}", peer, addrs_[static_cast<size_t>(peer)].toString(),
+                 s.message());
+      st.fd.reset();
+      markDead(p);
+      return;
+    }
+  }
+  p.up = true;
+}
+
+Status TcpTransport::dial(int peer, int stream, bool probe, Fd* out) {
+  const Deadline deadline = Deadline::afterMs(std::min(timeoutMs_, kDialMs));
+  if (Status s = connectTcp(addrs_[static_cast<size_t>(peer)], deadline, abort_, out); !s) return s;
+  Hello h{};
+  h.magic = kHelloMagic;
+  h.nonce = nonce_;
+  std::memcpy(h.secret, secret_, sizeof h.secret);
+  h.rank = rank_;
+  h.stream = static_cast<int16_t>(stream);
+  h.streams = static_cast<int16_t>(streams_);
+  h.chunk = chunk_;
+  h.flags = probe ? kProbe : 0;
+  return sendAll(out->get(), &h, sizeof h, deadline, abort_);
+}
+
+bool TcpTransport::connect(int peer) {
+  Peer& p = peers_[static_cast<size_t>(peer)];
+  if (p.dead) return false;
+  if (!p.started) start(peer);
+  if (p.up || p.dead) return p.up;
+  // The higher rank of the pair asks for the connections (and learns that the peer is gone when it
+  // refuses), then takes them when they come.
+  const int64_t now = nowNs();
+  if (p.probedNs == 0 || now - p.probedNs > kProbeEveryNs) {
+    p.probedNs = now;
+    Fd probe;
+    if (Status s = dial(peer, 0, true, &probe); !s) {
+      ZCOLL_WARN(Coll, rank_, "tcp: asking rank {} at {} for its connections: {}", peer,
+                 addrs_[static_cast<size_t>(peer)].toString(), s.message());
+      markDead(p);
+      return false;
+    }
+  }
+  acceptAll();
+  return p.up;
+}
+
+void TcpTransport::acceptAll() {
+  for (;;) {
+    Accepting a;
+    a.from.len = sizeof a.from.storage;
+    const int fd = ::accept4(listener_.get(), reinterpret_cast<sockaddr*>(&a.from.storage), &a.from.len,
+                             SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      break;  // EAGAIN; or out of descriptors: the connection waits at the listener (its peer times out)
+    }
+    a.fd.reset(fd);
+    a.startNs = nowNs();
+    if (accepting_.size() >= kMaxAccepting) accepting_.erase(accepting_.begin());
+    accepting_.push_back(std::move(a));
+  }
+  const int64_t now = nowNs();
+  for (size_t i = 0; i < accepting_.size();) {
+    Accepting& a = accepting_[i];
+    ssize_t n = 1;
+    while (a.got < sizeof(Hello) && (n = ::recv(a.fd.get(), a.hello + a.got, sizeof(Hello) - a.got, MSG_DONTWAIT)) > 0)
+      a.got += static_cast<size_t>(n);
+    if (a.got == sizeof(Hello)) {
+      adopt(a);
+    } else if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+      ZCOLL_WARN(Coll, rank_, "tcp: dropped a connection from {}: closed after {} bytes of its hello", a.from.toString(),
+                 a.got);
+    } else if (now - a.startNs > kHelloBudgetNs) {
+      ZCOLL_WARN(Coll, rank_, "tcp: dropped a connection from {}: no hello within {} ms", a.from.toString(),
+                 kHelloBudgetNs / 1'000'000);
+    } else {
+      ++i;
+      continue;
+    }
+    accepting_.erase(accepting_.begin() + static_cast<std::ptrdiff_t>(i));
+  }
+}
+
+void TcpTransport::adopt(Accepting& a) {
+  Hello h{};
+  std::memcpy(&h, a.hello, sizeof h);
+  const int n = static_cast<int>(peers_.size());
+  if (h.magic != kHelloMagic || h.nonce != nonce_ || std::memcmp(h.secret, secret_, sizeof h.secret) != 0 || h.rank < 0 ||
+      h.rank >= n || !served_[static_cast<size_t>(h.rank)]) {
+    ZCOLL_WARN(Coll, rank_, "tcp: dropped a connection from {}: not a peer of this communicator", a.from.toString());
+    return;
+  }
+  Peer& p = peers_[static_cast<size_t>(h.rank)];
+  if (h.streams != streams_ || h.chunk != chunk_) {  // the settings hash makes this rare: say it, fail the peer
+    ZCOLL_WARN(Coll, rank_,
+                "tcp: rank {} opens {} connections per peer in {}-byte chunks and rank {} {} in {}: "
+                "ZCOLL_SOCKETS_PER_PEER and ZCOLL_SOCKET_CHUNK_SIZE must be the same on all ranks",
+                h.rank, h.streams, h.chunk, rank_, streams_, chunk_);
+    markDead(p);
+    return;
+  }
+  if (h.flags & kProbe) {  // a higher rank asks for the pair's connections
+    if (h.rank > rank_ && !p.started) start(h.rank);
+    return;
+  }
+  if (h.rank > rank_ || h.stream < 0 || h.stream >= streams_) {
+    ZCOLL_WARN(Coll, rank_, "tcp: dropped a connection of rank {} from {}: not one this rank expects", h.rank,
+               a.from.toString());
+    return;
+  }
+  if (!p.started) start(h.rank);
+  Stream& st = p.streams[static_cast<size_t>(h.stream)];
+  if (st.fd.valid() || p.dead) {
+    ZCOLL_WARN(Coll, rank_, "tcp: dropped a duplicate connection of rank {} from {}", h.rank, a.from.toString());
+    return;
+  }
+  Status s = configure(a.fd.get(), loopback_[static_cast<size_t>(h.rank)], rank_);
+  if (s) s = sleeper_.add(a.fd.get(), EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET);
+  if (!s) {
+    ZCOLL_WARN(Coll, rank_, "tcp: the connection of rank {}: {}", h.rank, s.message());
+    markDead(p);
+    return;
+  }
+  st.fd = std::move(a.fd);
+  p.up = std::all_of(p.streams.begin(), p.streams.end(), [](const Stream& x) { return x.fd.valid(); });
+}
+
+bool TcpTransport::quiet(const Peer& p) const {
+  if (p.sendDone != p.sendHead || p.recvFilled != p.recvTail) return false;
+  for (uint8_t a : p.arrived)
+    if (a) return false;
+  for (const Stream& st : p.streams)
+    if (st.recvOffset != 0 || st.bounceHead != st.bounceTail) return false;
+  return true;
+}
+
+void TcpTransport::makeResident(Peer& p) {
+  if (!pinned_ && residentPeers_ >= budgetPeers_) {
+    Peer* idlest = nullptr;
+    for (Peer& q : peers_)
+      if (q.resident && &q != &p && quiet(q) && (!idlest || q.lastUse < idlest->lastUse)) idlest = &q;
+    if (idlest) {
+      ::madvise(region_ + static_cast<size_t>(idlest->index) * peerStride_, peerStride_, MADV_DONTNEED);
+      idlest->resident = false;
+      --residentPeers_;
+    }
+  }
+  p.resident = true;
+  ++residentPeers_;
 }
 
 void TcpTransport::markDead(Peer& p) {
@@ -184,6 +318,7 @@ void TcpTransport::markDead(Peer& p) {
 
 void TcpTransport::flushStream(Peer& p, Stream& st) {
   const uint64_t k = static_cast<uint64_t>(streams_);
+  if (!st.fd.valid()) return;  // not connected yet
   if ((st.noticeDue || st.noticeOffset != kFrameHeader) && !sendNotice(p, st)) return;
   while (st.sendFrame < p.sendHead && !p.dead) {
     // Up to 4 of this stream's pending frames in one sendmsg: each its header (kept apart, so that
@@ -251,7 +386,7 @@ bool TcpTransport::sendNotice(Peer& p, Stream& st) {
 }
 
 void TcpTransport::flush(Peer& p) {
-  if (p.dead) return;
+  if (!p.up && !connect(p.index)) return;
   uint64_t done = p.sendHead;
   for (Stream& st : p.streams) {
     flushStream(p, st);
@@ -324,7 +459,7 @@ void TcpTransport::pullStream(Peer& p, Stream& st) {
       st.bounceHead += n;
       if (!advanced()) return;
     }
-    if (st.recvFrame - p.recvTail >= static_cast<uint64_t>(slots_) || p.dead || st.closed) return;
+    if (st.recvFrame - p.recvTail >= static_cast<uint64_t>(slots_) || p.dead || st.closed || !st.fd.valid()) return;
     // Inside a payload with much of it left: the kernel copies straight into the slot, at the
     // payload's offset within a cache line (kFrameHeader keeps it), without the bounce buffer's copy.
     uint8_t* into = st.bounceData;
@@ -363,7 +498,8 @@ void TcpTransport::closeStream(Peer& p, Stream& st) {
 
 bool TcpTransport::peerExited(int peer) {
   Peer& p = peers_[static_cast<size_t>(peer)];
-  if (!p.dead) pull(p);
+  if (!p.up) connect(peer);  // a gone peer refuses the connection or the request for it
+  if (p.up && !p.dead) pull(p);
   return p.dead;
 }
 
@@ -401,7 +537,7 @@ Transport::Culprit TcpTransport::culpritOf(int peer) {
   int at = peer;
   for (size_t hops = 0; hops < peers_.size(); ++hops) {
     Peer& p = peers_[static_cast<size_t>(at)];
-    if (!p.dead) pull(p);
+    if (p.up && !p.dead) pull(p);
     if (p.culprit >= 0) return {p.culprit, p.culpritStalled, at != peer};
     if (p.waitingOn < 0 || p.waitingOn == rank_ || p.waitingOn == peer) break;
     at = p.waitingOn;
@@ -411,6 +547,7 @@ Transport::Culprit TcpTransport::culpritOf(int peer) {
 }
 
 void TcpTransport::pull(Peer& p) {
+  if (!p.resident) makeResident(p);
   for (Stream& st : p.streams) pullStream(p, st);
   // Frames in order: what arrived on any stream counts once every earlier frame has.
   for (;;) {
@@ -423,8 +560,11 @@ void TcpTransport::pull(Peer& p) {
 
 bool TcpTransport::tryAcquireSend(int peer, SendSlot* slot) {
   Peer& p = peers_[static_cast<size_t>(peer)];
+  if (!p.up) connect(peer);  // its slots exist from here on; frames wait for the connection
   flushAll();
-  if (p.sendHead - p.sendDone >= static_cast<uint64_t>(slots_)) return false;
+  if (p.sendHead - p.sendDone >= static_cast<uint64_t>(slots_) || !p.started) return false;
+  p.lastUse = ++useClock_;
+  if (!p.resident) makeResident(p);
   slot->data = p.sendData + (p.sendHead % static_cast<uint64_t>(slots_)) * chunk_;
   slot->capacity = chunk_;
   return true;
@@ -442,7 +582,9 @@ void TcpTransport::commit(int peer, size_t bytes, const void* from) {
 
 bool TcpTransport::tryRecv(int peer, RecvChunk* chunk) {
   Peer& p = peers_[static_cast<size_t>(peer)];
+  if (!p.up && !connect(peer)) return false;
   flushAll();
+  p.lastUse = ++useClock_;
   if (p.recvFilled == p.recvTail) pull(p);
   if (p.recvFilled == p.recvTail) return false;
   const size_t slot = static_cast<size_t>(p.recvTail % static_cast<uint64_t>(slots_));

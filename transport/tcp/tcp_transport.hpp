@@ -16,9 +16,16 @@
 // connection stays in order; frames complete out of order across connections and are handed to the
 // algorithm in order), so that several flows share a fast link's work (the receiving NIC spreads
 // flows over its queues and cores, each flow has its own congestion window). Waiting sleeps in
-// epoll (edge-triggered, every socket plus an eventfd for wake()). Connections are made at
-// creation, authenticated with the communicator's secret and nonce, TCP_NODELAY (and cubic on
-// loopback: see configure()); their interface is ZCOLL_SOCKET_IFNAME's, or the bootstrap's.
+// epoll (edge-triggered, every socket plus an eventfd for wake()).
+// Connections and slots are made on a peer's first use, as NCCL connects only the peers its ring
+// and tree use: creation only exchanges the listening addresses, so a rank's descriptors and memory
+// follow the peers it talks to, not N. A pair's connections are always made by its lower rank (no
+// race between two); the higher one, needing the pair first, asks for them with a probe (a hello
+// flagged kProbe on a connection of its own, closed after; a refused probe: the peer is gone).
+// Slots live in one reservation of address space, a stretch per peer, touched only when used and
+// given back (madvise) for the peers idle longest beyond ZCOLL_SOCKET_MEMORY. Connections are
+// authenticated with the communicator's secret and nonce, TCP_NODELAY (and cubic on loopback: see
+// configure()); their interface is ZCOLL_SOCKET_IFNAME's, or the bootstrap's.
 #pragma once
 
 #include <atomic>
@@ -53,7 +60,7 @@ class TcpTransport final : public Transport {
   // Collective over the bootstrap. With `args.members`, only those ranks are connected (the ranks on other
   // hosts, in a mixed communicator); else every rank.
   static Status create(const TransportArgs& args, std::unique_ptr<Transport>* out);
-  ~TcpTransport() override = default;
+  ~TcpTransport() override;
 
   std::string_view name() const override { return "tcp"; }
   size_t chunkCapacity() const override { return chunk_; }
@@ -84,12 +91,8 @@ class TcpTransport final : public Transport {
     flushAll();
     return pendingPeers_ == 0;
   }
-  void forEachSlotRegion(const std::function<void(void*, size_t)>& fn) override {
-    for (Peer& p : peers_) {
-      if (!p.send.empty()) fn(p.send.data(), p.send.size());
-      if (!p.recv.empty()) fn(p.recv.data(), p.recv.size());
-    }
-  }
+  // The whole reservation (registered for device copies: every peer's slots, kept from then on).
+  void forEachSlotRegion(const std::function<void(void*, size_t)>& fn) override;
 
  private:
   // One connection of a peer: it carries frames j, j + K, j + 2K, ... (K = streams per peer), so
@@ -104,8 +107,7 @@ class TcpTransport final : public Transport {
     // Received bytes not yet placed: frame headers and short payload pieces, read in pieces of up to
     // kBounceBytes into this cache-resident buffer (64-byte aligned: bounceData), then copied into
     // the slots; the rest of a long payload is read straight into its slot.
-    std::vector<uint8_t> bounce;
-    uint8_t* bounceData = nullptr;
+    uint8_t* bounceData = nullptr;  // in the peer's stretch of the reservation
     size_t bounceHead = 0, bounceTail = 0;
     bool closed = false;  // EOF or a failure notice: everything the peer sent on it has been read
     // Waiting notices go on each peer's first stream, between frames: noticeDue when waitingOn_
@@ -115,14 +117,19 @@ class TcpTransport final : public Transport {
     FrameHeader notice;
   };
   struct Peer {
-    std::vector<Stream> streams;
+    int index = 0;                // its rank
+    std::vector<Stream> streams;  // made on first use (started)
+    bool started = false;  // state and slots set up; its connections made (lower rank) or asked for
+    bool up = false;       // every stream connected
+    bool resident = false;  // its stretch of the reservation may hold pages (counted in residentPeers_)
+    uint64_t lastUse = 0;   // useClock_ at its last tryAcquireSend/tryRecv (which stretch goes first)
+    int64_t probedNs = 0;   // when this (higher) rank last asked it for the connections
     bool dead = false;
     int culprit = -1;  // its failure notice: the rank it blamed, and whether that one stalled
     bool culpritStalled = false;
     int waitingOn = -1;  // its last waiting notice
     // Send ring: slot i at sendData + i * chunk (sendData: send's first 64-byte boundary), its header
     // (length) in sendHeaders[i] (sent first).
-    std::vector<uint8_t> send;
     uint8_t* sendData = nullptr;
     std::vector<FrameHeader> sendHeaders;
     std::vector<const uint8_t*> sendFrom;  // per slot: caller memory sent instead of the slot, or nullptr
@@ -130,7 +137,6 @@ class TcpTransport final : public Transport {
     uint64_t sendDone = 0;  // frames below this are all handed to their sockets
     // Receive ring: slot i at recvData + i * chunk; its length in recvBytes[i]; arrived[i] while frame
     // of slot i is complete but an earlier one (on another stream) is not.
-    std::vector<uint8_t> recv;
     uint8_t* recvData = nullptr;
     std::vector<uint32_t> recvBytes;
     std::vector<uint8_t> arrived;
@@ -138,7 +144,25 @@ class TcpTransport final : public Transport {
     uint64_t recvFilled = 0; // frames below this are all complete
   };
 
+  // A connection accepted whose hello has not all arrived.
+  struct Accepting {
+    Fd fd;
+    SockAddr from;
+    uint8_t hello[64];
+    size_t got = 0;
+    int64_t startNs = 0;
+  };
+
   TcpTransport() = default;
+  // The slow path of a peer not yet up: sets it up on first use, then connects (lower rank) or asks
+  // for its connections (higher rank), and adopts what arrived. Returns whether it is up.
+  bool connect(int peer);
+  void start(int peer);
+  Status dial(int peer, int stream, bool probe, Fd* out);
+  void acceptAll();      // takes every connection waiting at the listener, and their hellos
+  void adopt(Accepting& a);  // a complete hello: keeps the connection, answers a probe, or drops it
+  void makeResident(Peer& p);  // before its stretch is touched: gives back the idlest beyond the budget
+  bool quiet(const Peer& p) const;  // nothing of it in its stretch: no frame to send, receive or hand over
   void commit(int peer, size_t bytes, const void* from);  // from: caller memory, or nullptr (the slot)
   void flush(Peer& p);       // hands pending frames to their sockets until they are full
   void flushAll();
@@ -151,6 +175,21 @@ class TcpTransport final : public Transport {
 
   size_t chunk_ = 0;
   int slots_ = 0;
+  Fd listener_;
+  std::vector<SockAddr> addrs_;    // every rank's listening address (creation's all-gather)
+  std::vector<uint8_t> served_;    // the ranks this transport connects
+  std::vector<uint8_t> loopback_;  // per rank: the same network namespace as this one
+  std::vector<Accepting> accepting_;
+  uint64_t nonce_ = 0;
+  uint8_t secret_[16] = {};
+  int64_t timeoutMs_ = 0;
+  const std::atomic<bool>* abort_ = nullptr;
+  // Slot memory: one reservation, peerStride_ bytes per rank (send ring, receive ring, bounce buffers).
+  uint8_t* region_ = nullptr;
+  size_t regionBytes_ = 0, peerStride_ = 0;
+  size_t residentPeers_ = 0, budgetPeers_ = 0;  // stretches that may hold pages; the most kept
+  bool pinned_ = false;  // registered for device copies: nothing is given back
+  uint64_t useClock_ = 0;
   int streams_ = 1;  // connections per peer (ZCOLL_SOCKETS_PER_PEER)
   int rank_ = 0;
   int waitingOn_ = -1;  // the last announceWaiting
