@@ -187,5 +187,18 @@ fi
 wait "$downer" 2>/dev/null
 rm -f "$out"
 
+# 128 processes over 4 namespaces (tools/scale-probe): created, a barrier and a checked all-reduce,
+# and each rank's descriptors follow the peers it talks to (the table's "descriptors" max), not N.
+root=$(cd "$(dirname "$0")/../.." && pwd)
+if row=$("$root/tools/scale-probe" -n 128 --hosts 4 --build "$build" 2>&1 | grep '^| 128 '); then
+  fds=$(awk -F'|' '{split($8, a, "/"); print a[2] + 0}' <<< "$row")
+  if grep -q '| yes |$' <<< "$row" && ((fds < 48)); then
+    echo "ok: 128 processes over 4 namespaces: $row"
+  else
+    echo "FAILED: 128 processes over 4 namespaces: $row"; failures=$((failures + 1))
+  fi
+else
+  echo "FAILED: 128 processes over 4 namespaces: no result"; failures=$((failures + 1))
+fi
 echo "netns: $failures failure(s)"
 ((failures == 0))

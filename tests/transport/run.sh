@@ -35,5 +35,17 @@ for n in 2 3; do
     echo "FAILED: $transport $n ranks, registered buffers"; sed 's/^/    /' <<< "$out" | tail -15; failures=$((failures + 1))
   fi
 done
+# tcp keeps the slots of ZCOLL_SOCKET_MEMORY's worth of peers: at 1M (one peer's) every op at 4 ranks
+# gives back and retouches slots, and must still be right.
+if [[ $transport == tcp ]]; then
+  for coll in alltoall allreduce allgather; do
+    out=$(ZCOLL_SOCKET_MEMORY=1M "$run" -n 4 "$bench" "$coll" -b 8 -e 4M -f 8 -c 1 -n 3 -w 1 -R 1 2>&1)
+    if [[ $? -eq 0 ]] && grep -q "wrong total: 0" <<< "$out"; then
+      echo "ok: tcp 4 ranks $coll, one peer's slots kept"
+    else
+      echo "FAILED: tcp 4 ranks $coll, one peer's slots kept"; sed 's/^/    /' <<< "$out" | tail -15; failures=$((failures + 1))
+    fi
+  done
+fi
 echo "$transport: $failures failure(s)"
 ((failures == 0))

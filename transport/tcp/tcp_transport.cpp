@@ -300,6 +300,10 @@ void TcpTransport::makeResident(Peer& p) {
     for (Peer& q : peers_)
       if (q.resident && &q != &p && quiet(q) && (!idlest || q.lastUse < idlest->lastUse)) idlest = &q;
     if (idlest) {
+      if (!evicted_)
+        ZCOLL_INFO(Coll, rank_, "tcp: the slots of {} peers fill ZCOLL_SOCKET_MEMORY ({} bytes each): giving back those "
+                   "of the peers idle longest", residentPeers_, peerStride_);
+      evicted_ = true;
       ::madvise(region_ + static_cast<size_t>(idlest->index) * peerStride_, peerStride_, MADV_DONTNEED);
       idlest->resident = false;
       --residentPeers_;

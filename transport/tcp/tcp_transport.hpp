@@ -189,6 +189,7 @@ class TcpTransport final : public Transport {
   size_t regionBytes_ = 0, peerStride_ = 0;
   size_t residentPeers_ = 0, budgetPeers_ = 0;  // stretches that may hold pages; the most kept
   bool pinned_ = false;  // registered for device copies: nothing is given back
+  bool evicted_ = false;  // said once
   uint64_t useClock_ = 0;
   int streams_ = 1;  // connections per peer (ZCOLL_SOCKETS_PER_PEER)
   int rank_ = 0;
