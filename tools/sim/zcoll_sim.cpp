@@ -26,6 +26,8 @@ struct Args : Options {
   std::string topo = "1host";
   // The model's figures (Topology's defaults when < 0), e.g. fitted to this machine by tools/sim-validate.
   double alphaUs = -1, linkGBps = -1, nicAlphaUs = -1, nicGBps = -1, copyGBps = -1, reduceGBps = -1, overheadUs = -1;
+  double recvOverheadUs = -1;
+  int cores = 0;  // 0: a core per rank
   int64_t minBytes = 8, maxBytes = 1 << 20;
   double factor = 2;
   std::string algo;  // "" automatic, "all", or a name
@@ -35,7 +37,8 @@ const char* kUsage =
     "usage: zcoll-sim COLL -n RANKS [--topo 1host|hosts:G|fattree:G:RATIO] [-b MIN] [-e MAX] [-f FACTOR]\n"
     "                 [-a ALGO|all] [--check] [--nodata] [-d TYPE] [-o OP] [--chunk BYTES] [--slots K]\n"
     "                 [--alpha-us A] [--link-gbps B] [--nic-alpha-us A] [--nic-gbps B] [--copy-gbps C]\n"
-    "                 [--reduce-gbps R] [--overhead-us O]   (the network model's figures)\n"
+    "                 [--reduce-gbps R] [--overhead-us O] [--recv-overhead-us O] [--cores C]\n"
+    "                 (the network model's figures; --cores: all ranks share C cores, as on one machine)\n"
     "COLL: allreduce, allgather, reducescatter, broadcast, reduce, gather, scatter, alltoall\n";
 
 bool parseArgs(int argc, char** argv, Args* a, std::string* error) {
@@ -61,6 +64,7 @@ bool parseArgs(int argc, char** argv, Args* a, std::string* error) {
     else if (flag == "-o") ok = parseRedOp(v, &a->op);
     else if (flag == "--chunk") ok = parseByteSize(v, &a->chunk) && a->chunk >= 64;
     else if (flag == "--slots") ok = (a->slots = std::atoi(v.c_str())) >= 2;
+    else if (flag == "--cores") ok = (a->cores = std::atoi(v.c_str())) >= 1;
     else if (double* figure = flag == "--alpha-us"       ? &a->alphaUs
                               : flag == "--link-gbps"    ? &a->linkGBps
                               : flag == "--nic-alpha-us" ? &a->nicAlphaUs
@@ -68,6 +72,7 @@ bool parseArgs(int argc, char** argv, Args* a, std::string* error) {
                               : flag == "--copy-gbps"    ? &a->copyGBps
                               : flag == "--reduce-gbps"  ? &a->reduceGBps
                               : flag == "--overhead-us"  ? &a->overheadUs
+                              : flag == "--recv-overhead-us" ? &a->recvOverheadUs
                                                          : nullptr)
       ok = (*figure = std::atof(v.c_str())) >= 0 && (flag.find("gbps") == std::string::npos || *figure > 0);
     else { *error = "unknown option " + flag; return false; }
@@ -105,8 +110,10 @@ int run(int argc, char** argv) {
   for (auto [figure, field] : {std::pair{a.alphaUs, &Topology::intraAlphaUs}, {a.linkGBps, &Topology::intraGBps},
                                {a.nicAlphaUs, &Topology::nicAlphaUs}, {a.nicGBps, &Topology::nicGBps},
                                {a.copyGBps, &Topology::copyGBps}, {a.reduceGBps, &Topology::reduceGBps},
-                               {a.overheadUs, &Topology::sendOverheadUs}})
+                               {a.overheadUs, &Topology::sendOverheadUs},
+                               {a.recvOverheadUs, &Topology::recvOverheadUs}})
     if (figure >= 0) topo.*field = figure;
+  topo.cores = a.cores;
   std::vector<size_t> sizes;
   const size_t unit = dataTypeSize(a.dtype) * (traits(a.coll).perRankBlocks ? static_cast<size_t>(a.ranks) : 1);
   for (double b = static_cast<double>(a.minBytes); b <= static_cast<double>(a.maxBytes); b *= a.factor) {

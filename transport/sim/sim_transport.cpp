@@ -58,11 +58,14 @@ bool Topology::parse(const std::string& text, int n, Topology* out, std::string*
 }
 
 std::string Topology::describe() const {
-  if (perHost == 0) return fmt::format("1 host of {} ranks (links {} us, {} GB/s)", ranks, intraAlphaUs, intraGBps);
-  return fmt::format("{} hosts x {} ranks (links {} us, {} GB/s; NICs {} us, {} GB/s; {})", ranks / perHost, perHost,
+  const std::string shared = cores > 0 ? fmt::format("; {} cores shared by all ranks", cores) : std::string();
+  if (perHost == 0)
+    return fmt::format("1 host of {} ranks (links {} us, {} GB/s{})", ranks, intraAlphaUs, intraGBps, shared);
+  return fmt::format("{} hosts x {} ranks (links {} us, {} GB/s; NICs {} us, {} GB/s; {}{})", ranks / perHost, perHost,
                      intraAlphaUs, intraGBps, nicAlphaUs, nicGBps,
                      fabric == Fabric::Rail ? std::string("rail-optimised")
-                                            : fmt::format("fat tree {}:1", oversubscription));
+                                            : fmt::format("fat tree {}:1", oversubscription),
+                     shared);
 }
 
 SimNetwork::SimNetwork(const Topology& topo, Scheduler& scheduler, size_t chunkBytes, int slotsPerPair, bool data)
@@ -70,6 +73,7 @@ SimNetwork::SimNetwork(const Topology& topo, Scheduler& scheduler, size_t chunkB
   const size_t n = static_cast<size_t>(topo.ranks);
   if (!data_) shared_.resize(chunkBytes_);
   egress_.resize(n), ingress_.resize(n), nicOut_.resize(n), nicIn_.resize(n);
+  cores_.resize(static_cast<size_t>(std::max(0, topo.cores)));
   if (topo.ranks <= kFlatRanks) flat_.resize(n * n);
   for (int r = 0; r < topo.ranks; ++r) ranks_.push_back(std::make_unique<SimTransport>(*this, r));
 }
@@ -97,15 +101,40 @@ double SimNetwork::Link::firstFree(double t, double duration) const {
 
 double SimNetwork::reserve(Link& a, Link& b, double t, double duration) {
   if (duration <= 0) return t;
+  Link* core = nullptr;
   for (;;) {
     const double ta = a.firstFree(t, duration);
     const double tb = b.firstFree(ta, duration);
-    if (tb == ta) break;
-    t = tb;
+    double tc = tb;
+    if (!cores_.empty()) {
+      core = freestCore(tb, duration);
+      tc = core->firstFree(tb, duration);
+    }
+    if (tc == ta) break;
+    t = tc;
   }
   a.take(t, t + duration);
   b.take(t, t + duration);
+  if (core) core->take(t, t + duration);
   return t;
+}
+
+SimNetwork::Link* SimNetwork::freestCore(double t, double duration) {
+  Link* best = &cores_[0];
+  double start = best->firstFree(t, duration);
+  for (Link& c : cores_) {
+    const double s = c.firstFree(t, duration);
+    if (s < start) best = &c, start = s;
+  }
+  return best;
+}
+
+double SimNetwork::compute(double t, double duration) {
+  if (cores_.empty() || duration <= 0) return t + duration;
+  Link* core = freestCore(t, duration);
+  const double start = core->firstFree(t, duration);
+  core->take(start, start + duration);
+  return start + duration;
 }
 
 void SimNetwork::Link::take(double start, double end) {
@@ -153,7 +182,7 @@ double SimNetwork::latestClock() const {
 double SimNetwork::alignClocks() {
   const double t = latestClock();
   for (auto& r : ranks_) r->setClockUs(t);
-  for (auto* links : {&egress_, &ingress_, &nicOut_, &nicIn_})
+  for (auto* links : {&egress_, &ingress_, &nicOut_, &nicIn_, &cores_})
     for (Link& l : *links) l.busy.clear();
   return t;
 }
@@ -191,7 +220,7 @@ void SimTransport::commitSend(int peer, size_t bytes) {
   const uint64_t next = p.committed;
   SimSlot& s = p.slots[next % p.slots.size()];
   const Topology& t = net_.topo_;
-  clockUs_ += t.sendOverheadUs + static_cast<double>(bytes) / (t.copyGBps * 1e3);
+  clockUs_ = net_.compute(clockUs_, t.sendOverheadUs + static_cast<double>(bytes) / (t.copyGBps * 1e3));
   s.bytes = bytes;
   if (net_.data_) {
     const size_t before = s.payload.capacity();
@@ -221,7 +250,8 @@ void SimTransport::releaseRecv(int peer) {
   const uint64_t next = p.released;
   SimSlot& s = p.slots[next % p.slots.size()];
   const Topology& t = net_.topo_;
-  clockUs_ += static_cast<double>(s.bytes) / ((net_.reducing_ ? t.reduceGBps : t.copyGBps) * 1e3);
+  clockUs_ = net_.compute(clockUs_, t.recvOverheadUs + static_cast<double>(s.bytes) /
+                                                            ((net_.reducing_ ? t.reduceGBps : t.copyGBps) * 1e3));
   s.freeUs = clockUs_;
   if (net_.retained_ > SimNetwork::kRetainBytes) {  // past the budget, memory follows the data in flight
     net_.retained_ -= s.payload.capacity();

@@ -39,6 +39,11 @@ struct Topology {
   double nicAlphaUs = 3.5, nicGBps = 25;       // a rank's NIC (each way)
   double copyGBps = 300, reduceGBps = 150;     // compute: copying, reducing (per rank)
   double sendOverheadUs = 0.2;                 // a message's software cost at the sender
+  double recvOverheadUs = 0;                   // and at the receiver
+  // 0: every rank has a core of its own. Else every rank's compute and software costs, and every
+  // transfer (a software network: kernel copies), take one of this many cores shared by all ranks -
+  // the simulated job on one machine (tools/sim-validate on this one).
+  int cores = 0;
 
   // "1host" (all on one host), "hosts:G" (rail-optimised, G ranks per host) or "fattree:G:R" (R: the
   // oversubscription ratio); false with a message naming the part that is wrong.
@@ -109,9 +114,14 @@ class SimNetwork {
     double firstFree(double t, double duration) const;
     void take(double start, double end);
   };
-  // The earliest start >= t at which both links are free for `duration`; reserves it.
+  // The earliest start >= t at which both links (and a core, with Topology::cores) are free for
+  // `duration`; reserves it.
   double reserve(Link& a, Link& b, double t, double duration);
+  // Compute of `duration` from t on a core (a shared one with Topology::cores): its end.
+  double compute(double t, double duration);
+  Link* freestCore(double t, double duration);
   std::vector<Link> egress_, ingress_, nicOut_, nicIn_;  // per rank
+  std::vector<Link> cores_;  // Topology::cores of them
   uint64_t messages_ = 0;
 };
 
