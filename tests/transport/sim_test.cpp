@@ -81,6 +81,26 @@ TEST(Sim, TextbookStepCountsAndTimes) {
   EXPECT_NEAR(ring.us, steps * step, 1e-6 * steps * step);
 }
 
+// Links are shared: a ring over 2 hosts of 2 sends each boundary rank's 2 (N-1)/N of the data through its
+// NIC back to back, so with the rest free (no latency, compute or fast-link time) the op takes exactly
+// that at the NIC's rate; with 2 cores shared by 4 ranks whose every transfer takes one, twice that.
+// (A reservation that started while one link was still busy once let 2 transfers share a NIC.)
+TEST(Sim, ALinkCarriesOneTransferAtATime) {
+  Topology topo = topology("hosts:2", 4);
+  topo.intraAlphaUs = topo.nicAlphaUs = topo.sendOverheadUs = 0;
+  topo.intraGBps = topo.copyGBps = topo.reduceGBps = 1e5;
+  topo.nicGBps = 1;
+  const size_t bytes = 4 << 20;
+  const double expected = 2.0 * 3 / 4 * static_cast<double>(bytes) / 1e3;  // us at 1 GB/s
+  EXPECT_NEAR(runChecked(Collective::AllReduce, "ring", topo, bytes).us, expected, 1e-3 * expected);
+  topo = topology("hosts:1", 4);
+  topo.nicAlphaUs = topo.sendOverheadUs = 0;
+  topo.copyGBps = topo.reduceGBps = 1e5;
+  topo.nicGBps = 1;
+  topo.cores = 2;
+  EXPECT_NEAR(runChecked(Collective::AllReduce, "ring", topo, bytes).us, 2 * expected, 0.02 * expected);
+}
+
 TEST(Sim, BadTopologiesNameWhatIsWrong) {
   Topology t;
   std::string error;

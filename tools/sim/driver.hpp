@@ -19,7 +19,7 @@ struct Options {
   RedOp op = RedOp::Sum;
   bool check = false;   // inputs from the tests' patterns, every output element compared
   bool nodata = false;  // every rank shares one buffer pair, every slot one buffer: sizes only
-  int64_t chunk = 64 << 10;
+  int64_t chunk = 256 << 10;  // ZCOLL_CHUNK_SIZE's default
   int slots = 4;
 };
 

@@ -110,7 +110,10 @@ double SimNetwork::reserve(Link& a, Link& b, double t, double duration) {
       core = freestCore(tb, duration);
       tc = core->firstFree(tb, duration);
     }
-    if (tc == ta) break;
+    if (tc == ta) {
+      t = ta;
+      break;
+    }
     t = tc;
   }
   a.take(t, t + duration);
