@@ -15,6 +15,7 @@ class GroupView final : public Transport {
   std::string_view name() const override { return base_.name(); }
   size_t chunkCapacity() const override { return base_.chunkCapacity(); }
   int slotsPerPeer() const override { return base_.slotsPerPeer(); }
+  int exchangeWindow(int peer) const override { return base_.exchangeWindow(ranks_[peer]); }
   bool tryAcquireSend(int peer, SendSlot* slot) override { return base_.tryAcquireSend(ranks_[peer], slot); }
   void commitSend(int peer, size_t bytes) override { base_.commitSend(ranks_[peer], bytes); }
   bool commitSendFrom(int peer, const void* src, size_t bytes) override {

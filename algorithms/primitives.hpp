@@ -33,6 +33,8 @@ class Primitives {
 
   size_t elemSize() const { return elemSize_; }
   size_t chunkElems() const { return chunkElems_; }
+  // How many chunks an exchange with `peer` sends ahead of the one it awaits (Transport::exchangeWindow).
+  int window(int peer) const { return ctx_.transport->exchangeWindow(peer); }
   bool onDevice() const { return dev_ != nullptr; }
 
   Status send(int peer, const void* local, size_t n) { return step(-1, peer, local, nullptr, n, false, false, false); }
@@ -129,16 +131,24 @@ Status forChunks(size_t begin, size_t end, size_t chunk, F&& f) {
   return Status::ok();
 }
 
-// A pairwise exchange in chunk lockstep: chunk i of the outgoing [0, sendCount) then chunk i of the
-// incoming [0, recvCount); both sides agree on the two counts (mirrored), so FIFOs never hold more
-// than one chunk of it. sendFn/recvFn(offset, n) return Status.
+// A pairwise exchange: chunk i of the outgoing [0, sendCount) and chunk i of the incoming
+// [0, recvCount); both sides agree on the two counts (mirrored). Up to `window` chunks go out ahead of
+// the one awaited (the transport's slots per peer: its FIFO holds them all, and receiving needs no send
+// slot), so that each chunk's latency overlaps the transfers of the next ones instead of adding up
+// chunk after chunk. A chunk always leaves before the one at its offset comes in (in-place exchanges
+// rely on it). sendFn/recvFn(offset, n) return Status.
 template <typename SendFn, typename RecvFn>
-Status exchangeChunks(size_t sendCount, size_t recvCount, size_t chunk, SendFn&& sendFn, RecvFn&& recvFn) {
-  for (size_t off = 0; off < std::max(sendCount, recvCount); off += chunk) {
-    if (off < sendCount)
-      if (Status s = sendFn(off, std::min(chunk, sendCount - off)); !s) return s;
-    if (off < recvCount)
-      if (Status s = recvFn(off, std::min(chunk, recvCount - off)); !s) return s;
+Status exchangeChunks(size_t sendCount, size_t recvCount, size_t chunk, int window, SendFn&& sendFn,
+                      RecvFn&& recvFn) {
+  const size_t ahead = static_cast<size_t>(std::max(window, 1));
+  size_t sent = 0;  // offset of the next chunk to send
+  for (size_t in = 0; in < recvCount || sent < sendCount; in += chunk) {
+    while (sent < sendCount && sent < in + ahead * chunk) {
+      if (Status s = sendFn(sent, std::min(chunk, sendCount - sent)); !s) return s;
+      sent += chunk;
+    }
+    if (in < recvCount)
+      if (Status s = recvFn(in, std::min(chunk, recvCount - in)); !s) return s;
   }
   return Status::ok();
 }

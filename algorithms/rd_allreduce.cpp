@@ -48,7 +48,7 @@ class RdAllReduce final : public AlgorithmOf<Collective::AllReduce> {
       // Chunk by chunk: ours out, theirs in and reduced with ours into recv (a chunk of ours has
       // left before recv's copy of it is overwritten: in place and after the first step).
       Status st = exchangeChunks(
-          count, count, chunk, [&](size_t o, size_t c) { return prims.send(partner, from + o * es, c); },
+          count, count, chunk, prims.window(partner), [&](size_t o, size_t c) { return prims.send(partner, from + o * es, c); },
           [&](size_t o, size_t c) {
             return out ? prims.recvReduceOut(partner, from + o * es, recv + o * es, c)
                        : prims.recvReduce(partner, from + o * es, recv + o * es, c, last);

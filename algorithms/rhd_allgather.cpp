@@ -31,7 +31,7 @@ class RhdAllGather final : public AlgorithmOf<Collective::AllGather> {
       const size_t theirs = static_cast<size_t>(partner & ~(dist - 1)) * block;
       const size_t len = static_cast<size_t>(dist) * block;
       Status st = exchangeChunks(
-          len, len, chunk, [&](size_t o, size_t c) { return prims.send(partner, recv + (mine + o) * es, c); },
+          len, len, chunk, prims.window(partner), [&](size_t o, size_t c) { return prims.send(partner, recv + (mine + o) * es, c); },
           [&](size_t o, size_t c) { return prims.recv(partner, recv + (theirs + o) * es, c); });
       if (!st) return st;
     }

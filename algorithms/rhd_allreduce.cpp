@@ -48,7 +48,7 @@ class RhdAllReduce final : public AlgorithmOf<Collective::AllReduce> {
       // Send the half we give away; reduce the partner's copy of the half we keep.
       const char* from = cur;
       Status st = exchangeChunks(
-          h.give.size(), h.keep.size(), chunk,
+          h.give.size(), h.keep.size(), chunk, prims.window(partner),
           [&](size_t o, size_t c) { return prims.send(partner, from + (h.give.lo + o) * es, c); },
           [&](size_t o, size_t c) {
             const size_t at = (h.keep.lo + o) * es;
@@ -66,7 +66,7 @@ class RhdAllReduce final : public AlgorithmOf<Collective::AllReduce> {
       const int partner = fold.realRank(v ^ dist);
       const Range theirs = taken[i].given;
       Status st = exchangeChunks(
-          mine.size(), theirs.size(), chunk,
+          mine.size(), theirs.size(), chunk, prims.window(partner),
           [&](size_t o, size_t c) { return prims.send(partner, recv + (mine.lo + o) * es, c); },
           [&](size_t o, size_t c) { return prims.recv(partner, recv + (theirs.lo + o) * es, c); });
       if (!st) return st;

@@ -50,7 +50,7 @@ class RhdReduceScatter final : public AlgorithmOf<Collective::ReduceScatter> {
       char* out = last ? recv : work;
       const size_t outBase = last ? h.keep.lo : (cur == send ? h.keep.lo : workBase);
       Status st = exchangeChunks(
-          h.give.size(), h.keep.size(), chunk,
+          h.give.size(), h.keep.size(), chunk, prims.window(partner),
           [&](size_t o, size_t c) { return prims.send(partner, cur + (h.give.lo + o - curBase) * es, c); },
           [&](size_t o, size_t c) {
             const size_t x = h.keep.lo + o;

@@ -73,7 +73,7 @@ Status Communicator::checkSignature(const OpArgs& op) {
     char* out = all + static_cast<size_t>(patterns::allGatherBlock(rank_, step, nranks_)) * bytes;
     char* in = all + static_cast<size_t>(patterns::allGatherBlock(rank_, step + 1, nranks_)) * bytes;
     Status s = exchangeChunks(
-        bytes, bytes, prims.chunkElems(), [&](size_t o, size_t c) { return prims.send(next, out + o, c); },
+        bytes, bytes, prims.chunkElems(), prims.window(next), [&](size_t o, size_t c) { return prims.send(next, out + o, c); },
         [&](size_t o, size_t c) { return prims.recv(prev, in + o, c); });
     if (!s) return std::move(s).withContext("ZCOLL_CHECK: exchanging call signatures");
   }

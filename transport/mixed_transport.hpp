@@ -26,6 +26,7 @@ class MixedTransport final : public Transport {
   std::string_view name() const override { return name_; }
   size_t chunkCapacity() const override { return capacity_; }
   int slotsPerPeer() const override { return slots_; }
+  int exchangeWindow(int peer) const override { return std::min(slots_, part(peer).exchangeWindow(peer)); }
 
   // A rank that waits on a same-host peer keeps the network part moving (tcp hands pending frames to
   // its sockets, ucx progresses its worker): else a frame committed to another host at the end of an

@@ -60,6 +60,13 @@ class Transport {
   virtual size_t chunkCapacity() const = 0;
   // Slots per peer FIFO: how far a sender may run ahead of its receiver.
   virtual int slotsPerPeer() const = 0;
+  // How many chunks a pairwise exchange sends to `peer` ahead of the one it awaits (<= slotsPerPeer):
+  // across a network all slots, so that a chunk's latency overlaps the next ones' transfers; shm says
+  // 1 (its reader takes each chunk from the writer's cache while it is there).
+  virtual int exchangeWindow(int peer) const {
+    (void)peer;
+    return slotsPerPeer();
+  }
 
   virtual bool tryAcquireSend(int peer, SendSlot* slot) = 0;
   virtual void commitSend(int peer, size_t bytes) = 0;
