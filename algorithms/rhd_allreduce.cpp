@@ -39,10 +39,13 @@ class RhdAllReduce final : public AlgorithmOf<Collective::AllReduce> {
     struct Taken {
       Range whole;  // the range before the halving step
       Range given;  // the half sent away (the partner's half when doubling back)
+      int dist;
     } taken[32];
     int steps = 0;
     Range mine{0, count};
-    for (int dist = fold.p / 2; dist >= 1; dist /= 2) {
+    // Nearest partner first: the largest halves go between neighbouring ranks (a host's, when ranks
+    // are numbered host by host) and only the smallest cross to the far ones.
+    for (int dist = 1; dist < fold.p; dist *= 2) {
       const patterns::HalvingStep h = patterns::halve(mine, v, dist, 1);
       const int partner = fold.realRank(v ^ dist);
       // Send the half we give away; reduce the partner's copy of the half we keep.
@@ -55,14 +58,14 @@ class RhdAllReduce final : public AlgorithmOf<Collective::AllReduce> {
             return prims.recvReduce(partner, from + at, recv + at, c, false);
           });
       if (!st) return st;
-      taken[steps++] = {mine, h.give};
+      taken[steps++] = {mine, h.give, dist};
       mine = h.keep;
       cur = recv;
     }
     prims.finalize(recv + mine.lo * es, mine.size());
     // Recursive doubling: undo the halving steps in reverse, exchanging whole owned ranges.
     for (int i = steps - 1; i >= 0; --i) {
-      const int dist = fold.p >> (i + 1);
+      const int dist = taken[i].dist;
       const int partner = fold.realRank(v ^ dist);
       const Range theirs = taken[i].given;
       Status st = exchangeChunks(
