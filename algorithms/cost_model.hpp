@@ -42,6 +42,12 @@ struct CostModel {
   double alpha = 2e-6;          // seconds per dependent step (one hop)
   double beta = 1.0 / 4e9;      // seconds per byte through one rank in a step
   double message = 0.25e-6;     // seconds per extra message issued in the same step (fan-out)
+  // The same between two ranks of one host, where that hop is faster than the network's (alpha and
+  // beta then price the hops between hosts); 0: as alpha, beta. Not measured (calibration times the
+  // whole): set for a known machine (zcoll-sim), not serialized.
+  double alphaLocal = 0, betaLocal = 0;
+  double localAlpha() const { return alphaLocal > 0 ? alphaLocal : alpha; }
+  double localBeta() const { return betaLocal > 0 ? betaLocal : beta; }
   int points = 0;               // calibration sizes measured (the first `points` of kCalibrationBytes)
   std::vector<MeasuredCurve> allReduce;  // every measured all-reduce algorithm (the main job is priced by measurement)
 

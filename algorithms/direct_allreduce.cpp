@@ -20,6 +20,16 @@ class DirectAllReduce final : public AlgorithmOf<Collective::AllReduce> {
     return 2.0 * m.alpha + 2.0 * (n - 2) * m.message + 2.0 * (n - 1) / n * s * m.beta;
   }
 
+  // Over hosts of L: (N - L)/N of each phase's bytes leave the host (through its network link, one
+  // after another), the rest stays.
+  double costOn(const OpArgs& op, const patterns::HostLayout& hosts, const CostModel& m) const override {
+    const int n = static_cast<int>(hosts.hostOf.size());
+    if (hosts.hosts < 2 || hosts.perHost < 1) return cost(op, n, m);
+    const double s = opSize(op, n), l = hosts.perHost;
+    return 2.0 * m.alpha + 2.0 * (n - 2) * m.message + 2.0 * (n - l) / n * s * m.beta +
+           2.0 * (l - 1) / n * s * m.localBeta();
+  }
+
   Status run(const OpArgs& op, AlgoContext& ctx) const override {
     Primitives prims(op, ctx, name());
     const int n = ctx.nranks, r = ctx.rank;

@@ -29,8 +29,8 @@ class HierAllReduce final : public HierAlgorithmOf<Collective::AllReduce> {
   double costOn(const OpArgs& op, const patterns::HostLayout& hosts, const CostModel& m) const override {
     const int n = static_cast<int>(hosts.hostOf.size()), l = std::max(1, hosts.perHost), h = hosts.hosts;
     const double s = opSize(op, n);
-    return 2.0 * (l - 1) * m.alpha + 2.0 * (l - 1) / l * s * m.beta +  // reduce-scatter + all-gather
-           2.0 * (h - 1) * m.alpha + 2.0 * (h - 1) / h * (s / l) * m.beta;  // across hosts
+    return 2.0 * (l - 1) * m.localAlpha() + 2.0 * (l - 1) / l * s * m.localBeta() +  // reduce-scatter + all-gather
+           2.0 * (h - 1) * m.alpha + 2.0 * (h - 1) / h * (s / l) * m.beta;              // across hosts
   }
 
   Status run(const OpArgs& op, AlgoContext& ctx) const override {

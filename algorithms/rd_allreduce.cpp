@@ -26,6 +26,16 @@ class RdAllReduce final : public AlgorithmOf<Collective::AllReduce> {
     return steps * m.alpha + 2.0 * steps * s * m.beta;
   }
 
+  // Hosts of L consecutive ranks: the first log2 L exchanges stay on a host.
+  double costOn(const OpArgs& op, const patterns::HostLayout& hosts, const CostModel& m) const override {
+    const int n = static_cast<int>(hosts.hostOf.size());
+    const patterns::Fold f = patterns::Fold::of(n);
+    if (!patterns::blockHosts(hosts) || f.rem > 0 || hosts.perHost > f.p) return cost(op, n, m);
+    const double s = opSize(op, n);
+    const double local = patterns::log2Floor(hosts.perHost), remote = patterns::log2Floor(f.p) - local;
+    return local * (m.localAlpha() + 2.0 * s * m.localBeta()) + remote * (m.alpha + 2.0 * s * m.beta);
+  }
+
   Status run(const OpArgs& op, AlgoContext& ctx) const override {
     Primitives prims(op, ctx, name());
     const int n = ctx.nranks, r = ctx.rank;

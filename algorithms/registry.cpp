@@ -177,7 +177,7 @@ void AlgorithmSelector::prepare() {
     eagerEnd_[c] = 0;
     for (const Algorithm* a : allAlgorithms())
       if (static_cast<int>(a->collective()) == c && a->eager() && a->supportsOn(hosts_).isOk()) eager_[c] = a;
-    if (!eager_[c] || eagerBytes_ == 0) continue;
+    if (!eager_[c] || eagerBytes_ == 0 || nranks_ > kEagerMaxRanks) continue;
     eagerEnd_[c] = eagerBytes_ / static_cast<size_t>(std::max(1, nranks_ - 1)) + 1;
     for (const ResolvedRule& r : rules_)
       if ((r.rule.anyCollective || static_cast<int>(r.rule.coll) == c) && r.byCollective[c] &&

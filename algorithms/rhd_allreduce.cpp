@@ -22,6 +22,18 @@ class RhdAllReduce final : public AlgorithmOf<Collective::AllReduce> {
            (2.0 * (f.p - 1) / f.p * s + 2.0 * folded * s) * m.beta;
   }
 
+  // Hosts of L consecutive ranks: the first log2 L halving steps (and the last doubling ones) stay on
+  // a host and carry S (1 - 1/L) of the bytes each way; the others cross with S (1/L - 1/p).
+  double costOn(const OpArgs& op, const patterns::HostLayout& hosts, const CostModel& m) const override {
+    const int n = static_cast<int>(hosts.hostOf.size());
+    const patterns::Fold f = patterns::Fold::of(n);
+    if (!patterns::blockHosts(hosts) || f.rem > 0 || hosts.perHost > f.p) return cost(op, n, m);
+    const double s = opSize(op, n), l = hosts.perHost, p = f.p;
+    const double localSteps = patterns::log2Floor(hosts.perHost), remoteSteps = patterns::log2Floor(f.p) - localSteps;
+    return 2.0 * (localSteps * m.localAlpha() + remoteSteps * m.alpha) +
+           2.0 * (s * (1 - 1 / l) * m.localBeta() + s * (1 / l - 1 / p) * m.beta);
+  }
+
   Status run(const OpArgs& op, AlgoContext& ctx) const override {
     Primitives prims(op, ctx, name());
     const int n = ctx.nranks, r = ctx.rank;

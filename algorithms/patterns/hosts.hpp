@@ -42,4 +42,14 @@ struct HostLayout {
   }
 };
 
+// Whether the hosts hold equal runs of consecutive ranks (host h: [h L, (h + 1) L)) and L is a power of
+// two: the layout under which a pairwise exchange at distance d < L stays on a host.
+inline bool blockHosts(const HostLayout& l) {
+  if (l.hosts < 2 || l.perHost < 1 || (l.perHost & (l.perHost - 1)) != 0) return false;
+  for (size_t r = 0; r < l.hostOf.size(); ++r)
+    if (l.hostOf[r] != static_cast<int>(r) / l.perHost) return false;
+  return true;
+}
+
+
 }  // namespace zcoll::patterns

@@ -120,10 +120,12 @@ bool sweep(const Options& a, const Topology& topo, const std::vector<size_t>& si
       return false;
     }
   const patterns::HostLayout hosts = hostsOf(topo);
-  CostModel model;  // the analytic model of this network: its slowest hop
-  model.alpha = (topo.perHost ? topo.nicAlphaUs : topo.intraAlphaUs) * 1e-6;
+  CostModel model;  // the analytic model of this network: its slowest hop, a message's software cost
+  model.alpha = ((topo.perHost ? topo.nicAlphaUs : topo.intraAlphaUs) + topo.sendOverheadUs) * 1e-6;
   model.beta = 1.0 / ((topo.perHost ? topo.nicGBps : topo.intraGBps) * 1e9);
-  model.message = model.alpha / 10;
+  model.message = topo.sendOverheadUs * 1e-6;
+  model.alphaLocal = (topo.intraAlphaUs + topo.sendOverheadUs) * 1e-6;  // a host's links
+  model.betaLocal = 1.0 / (topo.intraGBps * 1e9);
   AlgorithmSelector selector(rules, model, a.ranks, 2048);
   selector.setHosts(hosts);
   Scheduler sched;
