@@ -59,6 +59,8 @@ class Communicator {
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
   const Config& config() const { return config_; }
+  // Communicators of more ranks skip the cost-model probe unless ZCOLL_CALIBRATE=2 (calibration.cpp).
+  static constexpr int kCalibrateMaxRanks = 8;
   // What creating this communicator cost in bootstrap messages (tools/scale-probe).
   BootstrapStats bootstrapStats() const;
 

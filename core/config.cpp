@@ -172,7 +172,7 @@ const std::vector<ConfigVariable>& configVariables() {
        [](const Config& c, L) { return orText(c.algo, "(automatic)"); }, [](A a) { return a.algo != nullptr; }},
       {"ZCOLL_CHECK", "0", "1: before each collective, compare its signature across ranks; a mismatch fails every rank",
        [](const Config& c, L) { return std::to_string(c.check ? 1 : 0); }, nullptr},
-      {"ZCOLL_CALIBRATE", "1", "0: skip the cost-model probe (built-in figures); 2: measure even if cached",
+      {"ZCOLL_CALIBRATE", "1", "0: skip the cost-model probe (built-in figures); 1: probe communicators of up to 8 ranks; 2: measure at any size, even if cached",
        [](const Config& c, L) { return std::to_string(c.recalibrate ? 2 : c.calibrate ? 1 : 0); }, nullptr},
       {"ZCOLL_CALIBRATION_DIR", "$XDG_CACHE_HOME/zcoll or ~/.cache/zcoll",
        "cache of measured cost models; 'none' = no cache",
