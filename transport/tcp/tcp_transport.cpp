@@ -390,7 +390,7 @@ bool TcpTransport::sendNotice(Peer& p, Stream& st) {
 }
 
 void TcpTransport::flush(Peer& p) {
-  if (!p.up && !connect(p.index)) return;
+  if (p.dead || (!p.up && !connect(p.index))) return;
   uint64_t done = p.sendHead;
   for (Stream& st : p.streams) {
     flushStream(p, st);

@@ -78,7 +78,12 @@ class TcpTransport final : public Transport {
 
   uint32_t prepareSleep() override { return 0; }
   void cancelSleep() override {}
-  void sleep(uint32_t, int64_t maxNs) override { sleeper_.sleep(maxNs); }
+  // After a sleep, the connections and requests that came in meanwhile (a rank that needs none of
+  // its pending peers would otherwise leave higher ranks' requests at the listener).
+  void sleep(uint32_t, int64_t maxNs) override {
+    sleeper_.sleep(maxNs);
+    acceptAll();
+  }
   void wake() override { sleeper_.wake(); }
   int pollFd() const override { return sleeper_.fd(); }
   // Reads what the peer sent first (a failure notice marks it dead): waits that sleep ask this.
