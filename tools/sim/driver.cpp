@@ -121,8 +121,9 @@ bool sweep(const Options& a, const Topology& topo, const std::vector<size_t>& si
     }
   const patterns::HostLayout hosts = hostsOf(topo);
   CostModel model;  // the analytic model of this network: its slowest hop, a message's software cost
-  model.alpha = ((topo.perHost ? topo.nicAlphaUs : topo.intraAlphaUs) + topo.sendOverheadUs) * 1e-6;
-  model.beta = 1.0 / ((topo.perHost ? topo.nicGBps : topo.intraGBps) * 1e9);
+  const bool network = topo.perHost > 0 && topo.perHost < topo.ranks;  // more than one host
+  model.alpha = ((network ? topo.nicAlphaUs : topo.intraAlphaUs) + topo.sendOverheadUs) * 1e-6;
+  model.beta = 1.0 / ((network ? topo.nicGBps : topo.intraGBps) * 1e9);
   model.message = topo.sendOverheadUs * 1e-6;
   model.alphaLocal = (topo.intraAlphaUs + topo.sendOverheadUs) * 1e-6;  // a host's links
   model.betaLocal = 1.0 / (topo.intraGBps * 1e9);
