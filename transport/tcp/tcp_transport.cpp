@@ -64,14 +64,14 @@ Status configure(int fd, bool loopback, int rank) {
 }  // namespace
 
 Status TcpTransport::create(const TransportArgs& args, std::unique_ptr<Transport>* out) {
+  std::unique_ptr<TcpTransport> t(new TcpTransport());
+  t->timeoutMs_ = args.config.timeoutMs;
+  t->abort_ = args.abort;  // dials on first use stop with the communicator
   Bootstrap& boot = args.boot;
   const Config& config = args.config;
   const std::vector<int>* members = args.members;
-  std::unique_ptr<TcpTransport> t(new TcpTransport());
   const int n = boot.nranks();
   t->rank_ = boot.rank();
-  t->timeoutMs_ = config.timeoutMs;
-  t->abort_ = args.abort;
   // Beside shm (members: a mixed communicator) the algorithms chunk by the smaller slot of the two:
   // larger tcp slots would go unused.
   const int64_t chunk = members ? std::min(config.socketChunkBytes, config.chunkBytes) : config.socketChunkBytes;
@@ -110,12 +110,12 @@ Status TcpTransport::create(const TransportArgs& args, std::unique_ptr<Transport
   const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
   const size_t stride = 2 * static_cast<size_t>(t->slots_) * t->chunk_ + static_cast<size_t>(t->streams_) * kBounceBytes;
   t->peerStride_ = (stride + page - 1) / page * page;
-  t->regionBytes_ = t->peerStride_ * static_cast<size_t>(n);
-  void* region = ::mmap(nullptr, t->regionBytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  const size_t reserved = t->peerStride_ * static_cast<size_t>(n);
+  void* region = ::mmap(nullptr, reserved, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (region == MAP_FAILED)
-    return systemError(fmt::format("tcp: reserving {} bytes of address space for the slots of {} peers", t->regionBytes_, n),
+    return systemError(fmt::format("tcp: reserving {} bytes of address space for the slots of {} peers", reserved, n),
                        errno);
-  t->region_ = static_cast<uint8_t*>(region);
+  t->region_ = std::unique_ptr<uint8_t, Unmap>(static_cast<uint8_t*>(region), Unmap{reserved});
   t->budgetPeers_ = std::max<size_t>(1, static_cast<size_t>(config.socketMemoryBytes) / t->peerStride_);
   t->peers_.resize(static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) t->peers_[static_cast<size_t>(r)].index = r;
@@ -123,22 +123,17 @@ Status TcpTransport::create(const TransportArgs& args, std::unique_ptr<Transport
   return Status::ok();
 }
 
-TcpTransport::~TcpTransport() {
-  peers_.clear();  // the connections first
-  if (region_) ::munmap(region_, regionBytes_);
-}
-
 void TcpTransport::forEachSlotRegion(const std::function<void(void*, size_t)>& fn) {
   pinned_ = true;  // registered memory stays: nothing is given back from now on
   for (size_t r = 0; r < peers_.size(); ++r)
-    if (served_[r]) fn(region_ + r * peerStride_, peerStride_);
+    if (served_[r]) fn(region_.get() + r * peerStride_, peerStride_);
 }
 
 void TcpTransport::start(int peer) {
   Peer& p = peers_[static_cast<size_t>(peer)];
   p.started = true;
   p.streams.resize(static_cast<size_t>(streams_));
-  uint8_t* base = region_ + static_cast<size_t>(peer) * peerStride_;
+  uint8_t* base = region_.get() + static_cast<size_t>(peer) * peerStride_;
   p.sendData = base;
   p.recvData = base + static_cast<size_t>(slots_) * chunk_;
   p.sendHeaders.assign(static_cast<size_t>(slots_), FrameHeader{});
@@ -304,7 +299,7 @@ void TcpTransport::makeResident(Peer& p) {
         ZCOLL_INFO(Coll, rank_, "tcp: the slots of {} peers fill ZCOLL_SOCKET_MEMORY ({} bytes each): giving back those "
                    "of the peers idle longest", residentPeers_, peerStride_);
       evicted_ = true;
-      ::madvise(region_ + static_cast<size_t>(idlest->index) * peerStride_, peerStride_, MADV_DONTNEED);
+      ::madvise(region_.get() + static_cast<size_t>(idlest->index) * peerStride_, peerStride_, MADV_DONTNEED);
       idlest->resident = false;
       --residentPeers_;
     }

@@ -28,6 +28,8 @@
 // configure()); their interface is ZCOLL_SOCKET_IFNAME's, or the bootstrap's.
 #pragma once
 
+#include <sys/mman.h>
+
 #include <atomic>
 #include <memory>
 #include <vector>
@@ -55,12 +57,18 @@ static_assert(sizeof(FrameHeader) == kFrameHeader);
 inline constexpr uint32_t kNoticeBytes = 0xffffffffu;
 inline constexpr uint8_t kNoticeFailed = 0, kNoticeWaiting = 1;
 
+// Gives back a reservation of address space (TcpTransport's slots).
+struct Unmap {
+  size_t bytes = 0;
+  void operator()(uint8_t* p) const { ::munmap(p, bytes); }
+};
+
 class TcpTransport final : public Transport {
  public:
   // Collective over the bootstrap. With `args.members`, only those ranks are connected (the ranks on other
   // hosts, in a mixed communicator); else every rank.
   static Status create(const TransportArgs& args, std::unique_ptr<Transport>* out);
-  ~TcpTransport() override;
+  ~TcpTransport() override = default;
 
   std::string_view name() const override { return "tcp"; }
   size_t chunkCapacity() const override { return chunk_; }
@@ -190,8 +198,8 @@ class TcpTransport final : public Transport {
   int64_t timeoutMs_ = 0;
   const std::atomic<bool>* abort_ = nullptr;
   // Slot memory: one reservation, peerStride_ bytes per rank (send ring, receive ring, bounce buffers).
-  uint8_t* region_ = nullptr;
-  size_t regionBytes_ = 0, peerStride_ = 0;
+  std::unique_ptr<uint8_t, Unmap> region_;
+  size_t peerStride_ = 0;
   size_t residentPeers_ = 0, budgetPeers_ = 0;  // stretches that may hold pages; the most kept
   bool pinned_ = false;  // registered for device copies: nothing is given back
   bool evicted_ = false;  // said once
