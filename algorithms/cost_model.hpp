@@ -47,6 +47,11 @@ struct CostModel {
   // whole): set for a known machine (zcoll-sim), not serialized.
   double alphaLocal = 0, betaLocal = 0;
   double localAlpha() const { return alphaLocal > 0 ? alphaLocal : alpha; }
+  // The transport's slot size: algorithms that take a chunk through all their steps before the next
+  // (ring all-reduce, tree all-reduce) pay their latency once per chunk round. 0: one round. Set
+  // by the communicator and zcoll-sim, not serialized.
+  double chunkBytes = 0;
+  double rounds(double bytes) const { return chunkBytes > 0 ? std::max(1.0, std::ceil(bytes / chunkBytes)) : 1.0; }
   double localBeta() const { return betaLocal > 0 ? betaLocal : beta; }
   int points = 0;               // calibration sizes measured (the first `points` of kCalibrationBytes)
   std::vector<MeasuredCurve> allReduce;  // every measured all-reduce algorithm (the main job is priced by measurement)

@@ -21,7 +21,8 @@ class RingAllReduce final : public AlgorithmOf<Collective::AllReduce> {
 
   double cost(const OpArgs& op, int n, const CostModel& m) const override {
     const double s = opSize(op, n);
-    return 2.0 * (n - 1) * m.alpha + 2.0 * (n - 1) / n * s * m.beta;
+    // A round's chunk of every block passes all 2(N-1) steps before the next round's starts.
+    return 2.0 * (n - 1) * m.rounds(s / n) * m.alpha + 2.0 * (n - 1) / n * s * m.beta;
   }
 
   Status run(const OpArgs& op, AlgoContext& ctx) const override {

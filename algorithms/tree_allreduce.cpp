@@ -14,7 +14,9 @@ class TreeAllReduce final : public AlgorithmOf<Collective::AllReduce> {
 
   double cost(const OpArgs& op, int n, const CostModel& m) const override {
     const double s = opSize(op, n);
-    return 2.0 * CostModel::log2Ceil(n + 1) * m.alpha + 2.0 * s * m.beta;
+    // Each chunk goes up to the root and back before the next (2 log2(N+1) hops a round; a node with
+    // two children takes two messages a hop).
+    return 2.0 * CostModel::log2Ceil(n + 1) * m.rounds(s) * (m.alpha + m.message) + 2.0 * s * m.beta;
   }
 
   Status run(const OpArgs& op, AlgoContext& ctx) const override {

@@ -95,6 +95,11 @@ Status Communicator::setUp() {
   c->planDevice(oneHost);
   if (config.calibrate)
     if (Status s = c->calibrate(); !s) return std::move(s).withContext(fmt::format("rank {}: calibration", rank));
+  {  // the slot size prices the algorithms that pay their latency per chunk round
+    CostModel m = c->selector_.model();
+    m.chunkBytes = static_cast<double>(c->hostChunkBytes_);
+    c->selector_.setModel(m);
+  }
   // After the calibration: the trace and zcollCommLastAlgorithm show the user's operations only.
   c->lastAlgo_.store(nullptr, std::memory_order_relaxed);
   if (Status s = Tracer::create(config.tracePath, rank, nranks, config.traceEvents, &c->tracer_); !s) return s;

@@ -127,6 +127,7 @@ bool sweep(const Options& a, const Topology& topo, const std::vector<size_t>& si
   model.message = topo.sendOverheadUs * 1e-6;
   model.alphaLocal = (topo.intraAlphaUs + topo.sendOverheadUs) * 1e-6;  // a host's links
   model.betaLocal = 1.0 / (topo.intraGBps * 1e9);
+  model.chunkBytes = static_cast<double>(a.chunk);
   AlgorithmSelector selector(rules, model, a.ranks, 2048);
   selector.setHosts(hosts);
   Scheduler sched;
