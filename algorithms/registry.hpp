@@ -41,8 +41,7 @@ class AlgorithmSelector {
   // eagerBytes: host ops up to eagerBytes / (nranks - 1) (opBytes' convention) go to the
   // collective's eager algorithm, below the lower bound of every ZCOLL_ALGO rule for the collective
   // (0: never), on communicators of up to kEagerMaxRanks ranks.
-  // Beyond 16 ranks a rank's N-1 eager messages cost more than rd's log2 N steps (zcoll-sim at 32-64
-  // ranks: eager 1.0-2.5x rd's time at 8 B), more than the short call path saves.
+  // Beyond, a rank's N-1 eager messages cost more than rd's log2 N steps save in call path (zcoll-sim).
   static constexpr int kEagerMaxRanks = 16;
   AlgorithmSelector(std::vector<AlgoRule> rules, CostModel model, int nranks, size_t eagerBytes = 0);
   const CostModel& model() const { return model_; }

@@ -164,8 +164,8 @@ void RootService::sendNotice(int32_t rank, const std::string& message, size_t ex
 void RootService::watchCreation() {
   const Deadline deadline = Deadline::afterMs(timeoutMs_);
   std::vector<uint8_t> created(joined_.size(), 0);
-  // epoll, not poll: the ranks report one by one, and a poll of every connection per report would
-  // cost the root O(N^2) (at 1,024 ranks it lagged the last report by over a second).
+  // epoll, not poll: the ranks report one by one, and each report then costs the root O(1) rather
+  // than a poll of every rank's connection.
   Fd ep(::epoll_create1(EPOLL_CLOEXEC));
   size_t open = 0;
   for (size_t i = 0; i < joined_.size(); ++i) {

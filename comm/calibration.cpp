@@ -80,8 +80,8 @@ Status shareCachedModel(Bootstrap& bootstrap, int rank, int nranks, const std::s
 
 Status Communicator::calibrate() {
   if (nranks_ == 1) return Status::ok();
-  // The probe times every all-reduce algorithm at 14 sizes: 2.5-5 s at 8 ranks here, 53 s at 16
-  // ranks over tcp, hours at 1,024. Beyond 8 ranks the built-in figures, unless asked (2).
+  // The probe times every all-reduce algorithm at 14 sizes, which takes minutes beyond a few ranks:
+  // there the built-in figures serve, unless asked (2).
   if (nranks_ > kCalibrateMaxRanks && !config_.recalibrate) {
     ZCOLL_INFO(Init, rank_, "calibration: skipped at {} ranks (more than {}; ZCOLL_CALIBRATE=2 measures)", nranks_,
                kCalibrateMaxRanks);
