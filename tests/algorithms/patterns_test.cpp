@@ -5,7 +5,9 @@
 #include <set>
 #include <vector>
 
+#include "algorithms/cost_model.hpp"
 #include "algorithms/patterns/hosts.hpp"
+#include "algorithms/primitives.hpp"
 #include "algorithms/patterns/rhd.hpp"
 #include "algorithms/patterns/ring.hpp"
 #include "algorithms/patterns/tree.hpp"
@@ -251,3 +253,63 @@ TEST(Tree, MirrorMakesMostLeavesInnerNodes) {
 
 }  // namespace
 }  // namespace zcoll::patterns
+
+namespace zcoll {
+namespace {
+
+// exchangeChunks sends at most `window` chunks ahead of the one it awaits, each chunk before the one at
+// its offset comes in (rd's in-place steps), every chunk once and in order, for mirrored and unequal
+// counts (rhd's halves differ by an element).
+TEST(Exchange, SendsAheadWithinTheWindowAndEachChunkBeforeItsReply) {
+  for (int window : {1, 2, 4})
+    for (auto [sendCount, recvCount] : {std::pair<size_t, size_t>{0, 0}, {5, 5}, {40, 40}, {40, 17}, {17, 40}, {0, 9}}) {
+      std::vector<std::pair<char, size_t>> events;  // ('s' | 'r', offset)
+      ASSERT_TRUE(exchangeChunks(sendCount, recvCount, 4, window,
+                                 [&](size_t o, size_t n) {
+                                   EXPECT_EQ(n, std::min<size_t>(4, sendCount - o));
+                                   events.push_back({'s', o});
+                                   return Status::ok();
+                                 },
+                                 [&](size_t o, size_t n) {
+                                   EXPECT_EQ(n, std::min<size_t>(4, recvCount - o));
+                                   events.push_back({'r', o});
+                                   return Status::ok();
+                                 })
+                      .isOk());
+      size_t sent = 0, received = 0;
+      for (const auto& [kind, offset] : events) {
+        if (kind == 's') {
+          EXPECT_EQ(offset, sent * 4);
+          ++sent;
+          if (received < (recvCount + 3) / 4) {  // while a chunk is awaited (after the last, the rest goes out)
+            EXPECT_LE(sent, received + static_cast<size_t>(window)) << "window " << window;
+          }
+        } else {
+          EXPECT_EQ(offset, received * 4);
+          ++received;
+          if (offset < sendCount) {
+            EXPECT_GT(sent * 4, offset) << "chunk at " << offset << " came in before it left";
+          }
+        }
+      }
+      EXPECT_EQ(sent, (sendCount + 3) / 4);
+      EXPECT_EQ(received, (recvCount + 3) / 4);
+    }
+}
+
+TEST(CostModel, ChunkRoundsAndBlockHosts) {
+  CostModel m;
+  EXPECT_EQ(m.rounds(1e9), 1.0);  // slot size unknown: one round
+  m.chunkBytes = 256 * 1024;
+  EXPECT_EQ(m.rounds(1), 1.0);
+  EXPECT_EQ(m.rounds(256 * 1024), 1.0);
+  EXPECT_EQ(m.rounds(256 * 1024 + 1), 2.0);
+  auto layout = [](std::vector<uint64_t> ids) { return patterns::HostLayout::fromHostIds(ids); };
+  EXPECT_TRUE(patterns::blockHosts(layout({0, 0, 1, 1, 2, 2, 3, 3})));
+  EXPECT_FALSE(patterns::blockHosts(layout({0, 1, 0, 1})));           // round-robin
+  EXPECT_FALSE(patterns::blockHosts(layout({0, 0, 0, 1, 1, 1})));     // 3 a host: not a power of two
+  EXPECT_FALSE(patterns::blockHosts(layout({0, 0, 0, 0})));           // one host
+}
+
+}  // namespace
+}  // namespace zcoll
