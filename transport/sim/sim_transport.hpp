@@ -10,6 +10,7 @@
 // starts when the sender's egress and the receiver's ingress are both free; each link keeps its
 // reservations in virtual time, so a transfer the tasks happen to reach late still takes the earliest
 // gap its links share, and two that truly overlap are served in the order the tasks commit them.
+// With Topology::cores, compute and transfers also take one of that many cores shared by all ranks.
 // Simplifications: a fat tree divides every flow between hosts by its oversubscription (as under
 // full load); a cross-rail hop adds its time but reserves no link. A rank that waits blocks its task
 // until a commit or release towards it; slots exist per pair once used (a ring's rank touches 2 of N).
