@@ -41,6 +41,8 @@ constexpr int64_t kDialMs = 10'000;       // a peer's listener exists: what does
 constexpr int64_t kProbeEveryNs = 1'000'000'000;  // a higher rank repeats its request this often
 constexpr int64_t kHelloBudgetNs = 5'000'000'000;  // a connection that sends no hello in this time is dropped
 constexpr size_t kMaxAccepting = 1024;
+// Following a chain of waits to a rank not yet connected: how long it may take to answer.
+constexpr int64_t kChainAnswerNs = 500'000'000, kChainPollNs = 10'000'000;
 
 // A connection to a peer in this host's network namespace runs over loopback: no link, no queue that
 // pacing would protect. The host's default congestion control may pace (bbr, without an fq qdisc: a
@@ -160,6 +162,7 @@ void TcpTransport::start(int peer) {
     }
   }
   p.up = true;
+  tellWaiting(p);
 }
 
 Status TcpTransport::dial(int peer, int stream, bool probe, Fd* out) {
@@ -278,6 +281,7 @@ void TcpTransport::adopt(Accepting& a) {
   }
   st.fd = std::move(a.fd);
   p.up = std::all_of(p.streams.begin(), p.streams.end(), [](const Stream& x) { return x.fd.valid(); });
+  if (p.up) tellWaiting(p);
 }
 
 bool TcpTransport::quiet(const Peer& p) const {
@@ -519,6 +523,12 @@ void TcpTransport::announceFailure(int culprit, bool stalled) {
   }
 }
 
+void TcpTransport::tellWaiting(Peer& p) {
+  if (waitingOn_ < 0 || p.streams.empty() || !p.streams[0].fd.valid()) return;
+  p.streams[0].noticeDue = true;
+  sendNotice(p, p.streams[0]);
+}
+
 void TcpTransport::announceWaiting(int peer) {
   if (peer == waitingOn_) return;
   if (peer >= 0) ZCOLL_INFO(Coll, rank_, "tcp: half the timeout spent waiting on rank {}: telling the peers", peer);
@@ -536,12 +546,33 @@ Transport::Culprit TcpTransport::culpritOf(int peer) {
   int at = peer;
   for (size_t hops = 0; hops < peers_.size(); ++hops) {
     Peer& p = peers_[static_cast<size_t>(at)];
+    if (!p.up && !p.dead && at != peer) {
+      // A rank of the chain this one never talked to: connect (its current waiting notice comes with
+      // a new connection) and give it a moment to answer.
+      const int64_t until = nowNs() + kChainAnswerNs;
+      while (!connect(at) && !p.dead && nowNs() < until) sleeper_.sleep(kChainPollNs);
+      while (p.up && !p.dead && p.waitingOn < 0 && p.culprit < 0 && nowNs() < until) {
+        pull(p);
+        if (p.waitingOn < 0 && p.culprit < 0) sleeper_.sleep(kChainPollNs);
+      }
+    }
     if (p.up && !p.dead) pull(p);
     if (p.culprit >= 0) return {p.culprit, p.culpritStalled, at != peer};
     if (p.waitingOn < 0 || p.waitingOn == rank_ || p.waitingOn == peer) break;
     at = p.waitingOn;
   }
   if (at == peer) return {};
+  if (peers_[static_cast<size_t>(at)].dead) {
+    // The chain's end is gone (it failed and left): `peer`, which waits on it, fails in turn and says
+    // whom it blames. Give it a moment.
+    Peer& first = peers_[static_cast<size_t>(peer)];
+    const int64_t until = nowNs() + kChainAnswerNs;
+    while (first.culprit < 0 && !first.dead && nowNs() < until) {
+      pull(first);
+      if (first.culprit < 0) sleeper_.sleep(kChainPollNs);
+    }
+    if (first.culprit >= 0) return {first.culprit, first.culpritStalled, true};
+  }
   return {at, true, true};
 }
 

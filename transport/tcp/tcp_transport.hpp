@@ -182,6 +182,7 @@ class TcpTransport final : public Transport {
   void pull(Peer& p);        // reads frames into free receive slots until none is free or no data
   void flushStream(Peer& p, Stream& st);
   bool sendNotice(Peer& p, Stream& st);  // false while st's waiting notice is half sent
+  void tellWaiting(Peer& p);  // a new connection gets this rank's current waiting notice
   void pullStream(Peer& p, Stream& st);
   void markDead(Peer& p);
   void closeStream(Peer& p, Stream& st);  // EOF or a failure notice on st: dead once all are closed
