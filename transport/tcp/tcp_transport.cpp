@@ -94,7 +94,9 @@ Status TcpTransport::create(const TransportArgs& args, std::unique_ptr<Transport
   }
   addr.setPort(0);
   SockAddr bound;
-  if (Status s = listenTcp(addr, std::min(n * t->streams_, 65535), &t->listener_, &bound); !s)
+  // Connections and requests wait at the listener until this rank needs their peer: a backlog of
+  // N would overflow (a higher rank asks again every second), and a dropped SYN reads as a gone peer.
+  if (Status s = listenTcp(addr, 4096, &t->listener_, &bound); !s)
     return std::move(s).withContext("tcp: listening socket");
   t->addrs_.resize(static_cast<size_t>(n));
   t->addrs_[static_cast<size_t>(t->rank_)] = bound;
@@ -185,20 +187,23 @@ bool TcpTransport::connect(int peer) {
   if (p.dead) return false;
   if (!p.started) start(peer);
   if (p.up || p.dead) return p.up;
-  // The higher rank of the pair asks for the connections (and learns that the peer is gone when it
-  // refuses), then takes them when they come.
+  // The higher rank of the pair takes the connections that came, else asks for them (and learns
+  // that the peer is gone when it refuses - unless they came meanwhile: a peer done with its part may
+  // have closed its listener after its connections with their frames arrived).
+  acceptAll();
   const int64_t now = nowNs();
-  if (p.probedNs == 0 || now - p.probedNs > kProbeEveryNs) {
+  if (!p.up && (p.probedNs == 0 || now - p.probedNs > kProbeEveryNs)) {
     p.probedNs = now;
     Fd probe;
     if (Status s = dial(peer, 0, true, &probe); !s) {
+      acceptAll();
+      if (p.up) return true;
       ZCOLL_WARN(Coll, rank_, "tcp: asking rank {} at {} for its connections: {}", peer,
                  addrs_[static_cast<size_t>(peer)].toString(), s.message());
       markDead(p);
       return false;
     }
   }
-  acceptAll();
   return p.up;
 }
 
