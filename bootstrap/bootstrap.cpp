@@ -121,17 +121,20 @@ Status Bootstrap::create(const UniqueIdFields& id, int rank, int nranks, const C
 Status Bootstrap::send(int fd, const void* data, size_t bytes, Deadline deadline, std::string_view what, int peer) {
   if (Status s = sendAll(fd, data, bytes, deadline, abort_); !s)
     return std::move(s).withContext(fmt::format("{}: rank {} sending to rank {}", what, rank_, peer));
-  ++stats_.messagesSent;
-  stats_.bytesSent += static_cast<int64_t>(bytes);
+  counted(true, bytes);
   return Status::ok();
 }
 
 Status Bootstrap::recv(int fd, void* data, size_t bytes, Deadline deadline, std::string_view what, int peer) {
   if (Status s = recvAll(fd, data, bytes, deadline, abort_); !s)
     return std::move(s).withContext(fmt::format("{}: rank {} waiting for rank {}", what, rank_, peer));
-  ++stats_.messagesReceived;
-  stats_.bytesReceived += static_cast<int64_t>(bytes);
+  counted(false, bytes);
   return Status::ok();
+}
+
+void Bootstrap::counted(bool sent, size_t bytes) {
+  ++(sent ? stats_.messagesSent : stats_.messagesReceived);
+  (sent ? stats_.bytesSent : stats_.bytesReceived) += static_cast<int64_t>(bytes);
 }
 
 Status Bootstrap::rendezvous(const UniqueIdFields& id, SockAddr* parent) {
@@ -161,8 +164,7 @@ Status Bootstrap::rendezvous(const UniqueIdFields& id, SockAddr* parent) {
   gethostname(h.info.hostname, sizeof h.info.hostname - 1);
   if (Status s = sendAll(root.get(), &h, sizeof h, deadline, abort_); !s)
     return std::move(s).withContext("rendezvous: sending hello to root");
-  ++stats_.messagesSent;
-  stats_.bytesSent += static_cast<int64_t>(sizeof h);
+  counted(true, sizeof h);
 
   wire::Reply r{};
   if (Status s = recvAll(root.get(), &r, sizeof r, deadline, abort_); !s) {
@@ -171,8 +173,7 @@ Status Bootstrap::rendezvous(const UniqueIdFields& id, SockAddr* parent) {
                           id.root.toString(), nranks_, timeoutMs_);
     return std::move(s).withContext(fmt::format("rank {}: rendezvous: waiting for root {}", rank_, id.root.toString()));
   }
-  ++stats_.messagesReceived;
-  stats_.bytesReceived += static_cast<int64_t>(sizeof r);
+  counted(false, sizeof r);
   StatusCode code = StatusCode::Ok;
   if (Status s = wire::checkReply(&r, &code); !s)
     return std::move(s).withContext(fmt::format("rendezvous: root {}", id.root.toString()));
@@ -181,8 +182,7 @@ Status Bootstrap::rendezvous(const UniqueIdFields& id, SockAddr* parent) {
   if (rank_ == 0) {
     if (Status s = recvAll(root.get(), peers_.data(), peers_.size() * sizeof(PeerInfo), deadline, abort_); !s)
       return std::move(s).withContext("rendezvous: receiving the peer table");
-    ++stats_.messagesReceived;
-    stats_.bytesReceived += static_cast<int64_t>(peers_.size() * sizeof(PeerInfo));
+    counted(false, peers_.size() * sizeof(PeerInfo));
   } else if (Status s = wire::checkListenAddress(r.parent, fmt::format("rank {}'s tree parent's", rank_)); !s) {
     return std::move(s).withContext(fmt::format("rendezvous: root {}", id.root.toString()));
   }
@@ -219,8 +219,7 @@ Status Bootstrap::connectTree(const SockAddr& parent) {
       if (children_[j].valid())
         return HelloJudgement{HelloVerdict::Drop, invalidArgument("rank {} connected twice", in.rank)};
       children_[j] = std::move(*fd);
-      ++stats_.messagesReceived;
-      stats_.bytesReceived += static_cast<int64_t>(sizeof in);
+      counted(false, sizeof in);
       return HelloJudgement{HelloVerdict::Keep, Status::ok()};
     };
     if (Status s = acceptHellos(listen_.get(), sizeof(wire::TreeHello), static_cast<int>(children_.size()), deadline,

@@ -88,6 +88,7 @@ class Bootstrap {
   // Down the tree: rank 0's bytes to every rank.
   Status broadcast(void* data, size_t bytes, Deadline deadline);
   Status send(int fd, const void* data, size_t bytes, Deadline deadline, std::string_view what, int peer);
+  void counted(bool sent, size_t bytes);  // stats_ of one message
   Status recv(int fd, void* data, size_t bytes, Deadline deadline, std::string_view what, int peer);
   void watchRoot();  // the watch thread: a Notice or the root's end raises abort_
 

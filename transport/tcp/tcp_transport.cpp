@@ -617,8 +617,9 @@ void TcpTransport::commit(int peer, size_t bytes, const void* from) {
 
 bool TcpTransport::tryRecv(int peer, RecvChunk* chunk) {
   Peer& p = peers_[static_cast<size_t>(peer)];
-  if (!p.up && !connect(peer)) return false;
-  flushAll();
+  const bool up = p.up || connect(peer);
+  flushAll();  // every call moves every peer's pending frames, also one that finds this peer unconnected
+  if (!up) return false;
   p.lastUse = ++useClock_;
   if (p.recvFilled == p.recvTail) pull(p);
   if (p.recvFilled == p.recvTail) return false;
