@@ -26,11 +26,32 @@ struct Offer {
   int32_t dtype = 0;
   int32_t op = 0;
   int32_t root = 0;
+  // Bytes at each end of this rank's shared buffers that are not shared memory (an adopted plain
+  // buffer's partial pages, core/adopted_memory.hpp): every rank sends those ends in round 2.
+  uint32_t head = 0, tail = 0;
 };
 static_assert(sizeof(Offer) <= 48);
-// Round 2's, when every rank offered: where its buffers are.
+// Round 2's, when every rank offered: where its buffers are, followed by the ends of its sendbuff.
 struct Refs {
   SharedMemRef send, recv;  // recv only for all-reduce (the others write their own recvbuff only)
+};
+// The most an end can be: under a page, rounded up to elements.
+constexpr size_t kEndMax = 4096 + 64;
+
+// The op's index space (the sendbuff's bytes; all-reduce's recvbuff has the same) cut in three: the
+// ends [0, head) and [size - tail, size), which every rank sent the others in round 2, and the middle,
+// which every rank's buffers share. Calls fn(offset, bytes, piece) for the parts of [lo, hi), piece 0
+// (head), 1 (middle) or 2 (tail).
+struct Ends {
+  size_t head, tail, size;
+  template <class F>
+  void pieces(size_t lo, size_t hi, F&& fn) const {
+    const size_t cut[4] = {0, head, size - tail, size};
+    for (int k = 0; k < 3; ++k) {
+      const size_t a = std::max(lo, cut[k]), b = std::min(hi, cut[k + 1]);
+      if (a < b) fn(a, b - a, k);
+    }
+  }
 };
 
 struct BufferBytes {
@@ -120,11 +141,14 @@ Status zeroCopyCollective(const OpArgs& op, AlgoContext& ctx, bool* ran) {
   ctrl.dtype = DataType::Uint8;
   Primitives prims(ctrl, ctx, kZeroCopyName);
 
-  // Per-op arrays in the communicator's scratch (no allocation per call): the offers and references
-  // received, every rank's buffers as mapped here, source and destination pointers, the votes.
-  const size_t nn = static_cast<size_t>(n);
-  auto* refs = static_cast<Refs*>(ctx.scratch->get(nn * (sizeof(Refs) + sizeof(Offer) + 4 * sizeof(void*) + 1)));
-  if (!refs) return systemError(fmt::format("{} #{} ({}): scratch memory", coll, op.seq, kZeroCopyName), ENOMEM);
+  // Per-op arrays in the communicator's scratch (no allocation per call): the offers and round 2's
+  // messages received, every rank's buffers as mapped here, source and destination pointers, votes.
+  const size_t nn = static_cast<size_t>(n), maxMsg = sizeof(Refs) + 2 * kEndMax;
+  auto* msgs = static_cast<uint8_t*>(
+      ctx.scratch->get((nn + 1) * maxMsg + nn * (sizeof(Refs) + sizeof(Offer) + 4 * sizeof(void*) + 1)));
+  if (!msgs) return systemError(fmt::format("{} #{} ({}): scratch memory", coll, op.seq, kZeroCopyName), ENOMEM);
+  uint8_t* myMsg = msgs + nn * maxMsg;
+  auto* refs = reinterpret_cast<Refs*>(myMsg + maxMsg);
   auto* offers = reinterpret_cast<Offer*>(refs + nn);
   auto** recvs = reinterpret_cast<uint8_t**>(offers + nn);
   auto** dsts = recvs + nn;
@@ -139,15 +163,24 @@ Status zeroCopyCollective(const OpArgs& op, AlgoContext& ctx, bool* ran) {
   mine.dtype = static_cast<int32_t>(op.dtype);
   mine.op = static_cast<int32_t>(op.op);
   mine.root = op.root;
-  // Broadcast needs only the root's buffer: the others offer "shared" with nothing in it.
+  // Broadcast needs only the root's buffer: the others offer "shared" with nothing in it. Both
+  // buffers are asked (not one after a refusal): a plain buffer is adopted on its second use.
   const bool bcast = op.coll == Collective::Broadcast;
-  if (bcast && r != op.root) mine.shared = 1;
-  else mine.shared = t->exportMemory(op.sendbuf, bytes.send, &myRefs.send) &&
-                     (!pushes || t->exportMemory(op.recvbuf, bytes.recv, &myRefs.recv));
+  if (bcast && r != op.root) {
+    mine.shared = 1;
+  } else {
+    const bool send = t->exportMemory(op.sendbuf, bytes.send, &myRefs.send);
+    const bool recv = !pushes || t->exportMemory(op.recvbuf, bytes.recv, &myRefs.recv);
+    mine.shared = send && recv;
+    mine.head = std::max(myRefs.send.head, pushes ? myRefs.recv.head : 0u);
+    mine.tail = std::max(myRefs.send.tail, pushes ? myRefs.recv.tail : 0u);
+  }
   if (Status s = exchange(prims, ctx, &mine, sizeof mine, reinterpret_cast<uint8_t*>(offers)); !s) return s;
   bool all = mine.shared != 0;
+  offers[r] = mine;
+  const size_t es = dataTypeSize(op.dtype);
+  Ends ends{0, 0, bytes.send};
   for (int p = 0; p < n; ++p) {
-    if (p == r) continue;
     const Offer& o = offers[p];
     if (o.magic != kOfferMagic || o.count != mine.count || o.coll != mine.coll || o.dtype != mine.dtype ||
         o.op != mine.op || o.root != mine.root)
@@ -155,11 +188,36 @@ Status zeroCopyCollective(const OpArgs& op, AlgoContext& ctx, bool* ran) {
                          "not running the same collective",
                          coll, op.seq, kZeroCopyName, p, r, o.count, mine.count);
     all = all && o.shared != 0;
+    ends.head = std::max<size_t>(ends.head, (o.head + es - 1) / es * es);
+    ends.tail = std::max<size_t>(ends.tail, (o.tail + es - 1) / es * es);
   }
-  if (!all) return Status::ok();  // every rank saw the same offers: all fall back
-  if (Status s = exchange(prims, ctx, &myRefs, sizeof myRefs, reinterpret_cast<uint8_t*>(refs)); !s) return s;
+  // Every rank saw the same offers: all fall back together.
+  if (!all || ends.head > kEndMax || ends.tail > kEndMax || ends.head + ends.tail > ends.size) return Status::ok();
 
-  // Every rank offered: map the peers' buffers, then agree that everyone could.
+  // Round 2: the references and this rank's sendbuff ends.
+  const size_t msgBytes = sizeof(Refs) + ends.head + ends.tail;
+  std::memcpy(myMsg, &myRefs, sizeof myRefs);
+  if (bcast && r != op.root) {
+    std::memset(myMsg + sizeof(Refs), 0, ends.head + ends.tail);
+  } else {
+    auto* in = static_cast<const uint8_t*>(op.sendbuf);
+    std::memcpy(myMsg + sizeof(Refs), in, ends.head);
+    std::memcpy(myMsg + sizeof(Refs) + ends.head, in + ends.size - ends.tail, ends.tail);
+  }
+  if (Status s = exchange(prims, ctx, myMsg, msgBytes, msgs); !s) return s;
+  for (int p = 0; p < n; ++p)
+    if (p != r) std::memcpy(&refs[p], msgs + static_cast<size_t>(p) * msgBytes, sizeof(Refs));
+  auto endOf = [&](int p, size_t off, int piece) -> const uint8_t* {
+    const uint8_t* m = msgs + static_cast<size_t>(p) * msgBytes + sizeof(Refs);
+    return piece == 0 ? m + off : m + ends.head + (off - (ends.size - ends.tail));
+  };
+  // Where a rank's byte `off` of piece k is read: its own buffer, the middle mapped, the ends copied.
+  auto at = [&](int p, size_t off, int piece) {
+    return p == r || piece == 1 ? sends[p] + off : endOf(p, off, piece);
+  };
+
+  // Every rank offered: map the peers' buffers, then agree that everyone could. A mapping starts at
+  // the shared part: the buffer's start is `head` bytes before it.
   sends[r] = static_cast<const uint8_t*>(op.sendbuf);
   recvs[r] = static_cast<uint8_t*>(op.recvbuf);
   uint8_t mapped = 1;
@@ -176,37 +234,51 @@ Status zeroCopyCollective(const OpArgs& op, AlgoContext& ctx, bool* ran) {
       mapped = 0;
       break;
     }
-    sends[p] = static_cast<const uint8_t*>(s);
-    recvs[p] = static_cast<uint8_t*>(d);
+    sends[p] = static_cast<const uint8_t*>(s) - refs[p].send.head;
+    recvs[p] = pushes ? static_cast<uint8_t*>(d) - refs[p].recv.head : nullptr;
   }
   if (Status s = exchange(prims, ctx, &mapped, 1, votes); !s) return s;
   for (int p = 0; p < n; ++p)
     if (p != r && !votes[p]) mapped = 0;
   if (!mapped) return Status::ok();
 
-  const size_t es = dataTypeSize(op.dtype), block = op.count * es;
+  const size_t block = op.count * es;
   auto* recv = static_cast<uint8_t*>(op.recvbuf);
+  auto copy = [&](uint8_t* d, const uint8_t* from, size_t len) {
+    if (ctx.streamStores) streamBytes(d, from, len, false);
+    else copyBytes(d, from, len);
+  };
   if (op.coll == Collective::AllReduce) {
-    // Slice r of every sendbuff into slice r of every recvbuff. In place is safe: each block of the
-    // slice is read from every buffer before it is written, and no other rank touches the slice.
-    const patterns::BlockPartition slices{op.count, n};
-    const size_t begin = slices.offset(r) * es, len = slices.size(r) * es;
+    // Slice r of the middle of every sendbuff into slice r of every recvbuff. In place is safe: each
+    // block of the slice is read from every buffer before it is written, and no other rank touches
+    // the slice. The ends: every rank reduces them into its own recvbuff from the copies.
+    const patterns::BlockPartition slices{(ends.size - ends.head - ends.tail) / es, n};
+    const size_t begin = ends.head + slices.offset(r) * es, len = slices.size(r) * es;
     for (int p = 0; p < n; ++p) {
       srcs[p] = sends[p] + begin;
       dsts[p] = recvs[p] + begin;
     }
     reduceInto(op, ctx, srcs, n, dsts, n, len);
+    auto reduceEnd = [&](size_t off, size_t bytesOf, int piece) {
+      for (int p = 0; p < n; ++p) srcs[p] = at(p, off, piece);
+      dsts[0] = recv + off;
+      reduceInto(op, ctx, srcs, n, dsts, 1, bytesOf);
+    };
+    ends.pieces(0, ends.head, reduceEnd);
+    ends.pieces(ends.size - ends.tail, ends.size, reduceEnd);
   } else if (op.coll == Collective::ReduceScatter) {
     // Block r of every sendbuff into this rank's recvbuff (in place: recvbuff is block r of its own
     // sendbuff, read before written block by block).
-    for (int p = 0; p < n; ++p) srcs[p] = sends[p] + static_cast<size_t>(r) * block;
-    dsts[0] = recv;
-    reduceInto(op, ctx, srcs, n, dsts, 1, block);
+    const size_t mine0 = static_cast<size_t>(r) * block;
+    ends.pieces(mine0, mine0 + block, [&](size_t off, size_t len, int piece) {
+      for (int p = 0; p < n; ++p) srcs[p] = at(p, off, piece);
+      dsts[0] = recv + (off - mine0);
+      reduceInto(op, ctx, srcs, n, dsts, 1, len);
+    });
   } else if (bcast) {
     // The root's sendbuff into every other rank's recvbuff.
     if (r != op.root) {
-      if (ctx.streamStores) streamBytes(recv, sends[op.root], block, false);
-      else copyBytes(recv, sends[op.root], block);
+      ends.pieces(0, block, [&](size_t off, size_t len, int piece) { copy(recv + off, at(op.root, off, piece), len); });
     } else if (recv != sends[r]) {
       copyBytes(recv, sends[r], block);
     }
@@ -217,15 +289,15 @@ Status zeroCopyCollective(const OpArgs& op, AlgoContext& ctx, bool* ran) {
       const int p = patterns::mod(r + 1 + k, n);
       uint8_t* d = recv + static_cast<size_t>(p) * block;
       if (d == sends[p]) continue;
-      if (ctx.streamStores) streamBytes(d, sends[p], block, false);
-      else copyBytes(d, sends[p], block);
+      ends.pieces(0, block, [&](size_t off, size_t len, int piece) { copy(d + off, at(p, off, piece), len); });
     }
   }
   storeFence();
   // Done: nobody returns while a peer still reads its sendbuff or writes its recvbuff.
   const uint8_t done = 1;
   if (Status s = exchange(prims, ctx, &done, 1, votes); !s) return s;
-  ZCOLL_TRACE(Coll, r, "{} #{}: zero copy over {} ranks' zcollMemAlloc buffers", coll, op.seq, n);
+  ZCOLL_TRACE(Coll, r, "{} #{}: zero copy over {} ranks' shared buffers (ends {} + {} bytes copied)", coll, op.seq, n,
+              ends.head, ends.tail);
   *ran = true;
   return Status::ok();
 }

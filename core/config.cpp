@@ -166,6 +166,8 @@ const std::vector<ConfigVariable>& configVariables() {
        [](const Config& c, L) { return std::to_string(c.streamBytes); }, nullptr},
       {"ZCOLL_ZERO_COPY", "1M", "all-reduces, reduce-scatters, all-gathers and broadcasts of at least this size whose buffers every rank allocated with zcollMemAlloc, on a communicator of one host (shm), run zero-copy: the ranks read each other's buffers in place; 0 = never (K/M/G suffixes)",
        [](const Config& c, L) { return std::to_string(c.zeroCopyBytes); }, nullptr},
+      {"ZCOLL_LOCAL_REGISTER", "1", "1: ZCOLL_ZERO_COPY serves plain host buffers too: the second op on a buffer moves its whole pages into shared memory in place (same address and contents; UCX's memory hooks end the registration when the memory is unmapped or given back, and a forked child gets private copies); 0 = zcollMemAlloc buffers only",
+       [](const Config& c, L) { return std::string(c.localRegister ? "1" : "0"); }, nullptr},
       {"ZCOLL_EAGER_BYTES", "2K", "host all-reduces, reduce-scatters, reduces, all-gathers and broadcasts of at most this size / (nranks - 1) (zcoll-bench's size column) run the eager schedule: one round in which every rank sends its part straight to each rank that needs it, and a short call path; device buffers never; 0 = never (K/M/G suffixes; ZCOLL_ALGO rules for the collective take precedence from their lower bound up)",
        [](const Config& c, L) { return std::to_string(c.eagerBytes); }, nullptr},
       {"ZCOLL_ALGO", "(automatic)", "force algorithms: NAME, COLL:NAME or COLL:LO-HI:NAME, comma-separated",
@@ -308,6 +310,9 @@ Status buildConfig(const zcollConfig_t* api, Config* out) {
   if (Status s = envPositive("ZCOLL_STREAM_STORES", 0, int64_t{1} << 50, true, &c.streamBytes); !s) return s;
   if (Status s = envPositive("ZCOLL_ZERO_COPY", 0, int64_t{1} << 50, true, &c.zeroCopyBytes); !s) return s;
   if (Status s = envPositive("ZCOLL_EAGER_BYTES", 0, int64_t{1} << 30, true, &c.eagerBytes); !s) return s;
+  int64_t localRegister = c.localRegister ? 1 : 0;
+  if (Status s = envPositive("ZCOLL_LOCAL_REGISTER", 0, 1, false, &localRegister); !s) return s;
+  c.localRegister = localRegister != 0;
   envString("ZCOLL_ALGO", &c.algo);
   int64_t check = c.check ? 1 : 0;
   if (Status s = envPositive("ZCOLL_CHECK", 0, 1, false, &check); !s) return s;

@@ -32,6 +32,8 @@ struct Config {
                                      // results with non-temporal stores (0 = never)
   int64_t zeroCopyBytes = 1 << 20;   // ZCOLL_ZERO_COPY: collectives of at least this size on zcollMemAlloc
                                      // buffers run zero-copy (algorithms/zcopy.hpp; 0 = never)
+  bool localRegister = true;         // ZCOLL_LOCAL_REGISTER: and on plain buffers used again, whose
+                                     // pages are then adopted into shared memory (core/adopted_memory.hpp)
   int64_t eagerBytes = 2048;         // ZCOLL_EAGER_BYTES: host collectives up to this / (nranks - 1)
                                      // run the eager schedule (algorithms/eager.cpp; 0 = never)
   std::string algo;                  // ZCOLL_ALGO: "" = automatic

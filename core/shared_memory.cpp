@@ -11,6 +11,7 @@
 #include <mutex>
 #include <shared_mutex>
 
+#include "core/adopted_memory.hpp"
 #include "core/socket.hpp"
 
 namespace zcoll {
@@ -27,8 +28,9 @@ struct Registry {
   std::shared_mutex mutex;
   std::map<uintptr_t, Allocation> byStart;  // start address -> allocation
   uint64_t nextId = 1;
-  std::atomic<uint64_t> frees{0};
 };
+
+std::atomic<uint64_t> gFrees{0};  // lock-free: memory hooks step it (core/adopted_memory.cpp)
 
 Registry& registry() {
   static Registry* r = new Registry();  // never destroyed: frees may come from static destructors
@@ -70,7 +72,7 @@ Status sharedMemFree(void* ptr) {
       return invalidArgument("ptr = {}: not the start of a live zcollMemAlloc allocation", ptr);
     a = it->second;
     r.byStart.erase(it);
-    r.frees.fetch_add(1, std::memory_order_release);
+    sharedMemFreed();
   }
   ::munmap(ptr, a.bytes);
   ::close(a.fd);
@@ -96,8 +98,16 @@ bool sharedMemFind(const void* p, size_t bytes, SharedMemRef* ref) {
   ref->allocBytes = a.bytes;
   ref->offset = offset;
   ref->bytes = bytes;
-  ref->freeGeneration = r.frees.load(std::memory_order_acquire);
+  ref->freeGeneration = sharedMemFreeGeneration();
+  ref->head = ref->tail = 0;
   return true;
 }
+
+bool sharedMemExport(const void* p, size_t bytes, bool adopt, SharedMemRef* ref) {
+  return sharedMemFind(p, bytes, ref) || adoptedExport(p, bytes, adopt, ref);
+}
+
+uint64_t sharedMemFreeGeneration() { return gFrees.load(std::memory_order_acquire); }
+void sharedMemFreed() { gFrees.fetch_add(1, std::memory_order_acq_rel); }
 
 }  // namespace zcoll

@@ -28,6 +28,9 @@ struct SharedMemRef {
   uint64_t offset = 0;      // of the range in it
   uint64_t bytes = 0;       // of the range
   uint64_t freeGeneration = 0;  // sharedMemFreeGeneration() when the ref was made
+  // Bytes of the caller's range before and after the shared part (an adopted plain buffer's partial
+  // pages, core/adopted_memory.hpp; 0 for zcollMemAlloc memory): [offset, +bytes) is the shared part.
+  uint32_t head = 0, tail = 0;
 };
 
 // size bytes of shared host memory (rounded up to pages), zero-filled. InvalidArgument for size 0.
@@ -38,5 +41,11 @@ Status sharedMemFree(void* ptr);
 // this process's sharedMemFree calls: a peer that sees it change drops its mappings of this
 // process's allocations (they may be freed), so that freed memory does not stay alive there.
 bool sharedMemFind(const void* p, size_t bytes, SharedMemRef* ref);
+// sharedMemFind, else (adopt: ZCOLL_LOCAL_REGISTER) plain memory registered on its reuse
+// (core/adopted_memory.hpp), whose ref may leave a head and a tail out.
+bool sharedMemExport(const void* p, size_t bytes, bool adopt, SharedMemRef* ref);
+// The free generation (see sharedMemFind), and its step when memory a peer may map goes away.
+uint64_t sharedMemFreeGeneration();
+void sharedMemFreed();
 
 }  // namespace zcoll

@@ -68,6 +68,7 @@ Status ShmTransport::create(const TransportArgs& args, std::unique_ptr<Transport
   t->layout_.slotBytes = static_cast<size_t>(config.chunkBytes);
   t->layout_.hostData = device == nullptr;
   t->inlineSmall_ = t->layout_.hostData;  // device slots: a chunk must stay in device memory
+  t->localRegister_ = args.config.localRegister;
   t->stride_ = t->layout_.slotStride();
   const size_t bytes = t->layout_.totalBytes();
   t->peers_.resize(static_cast<size_t>(boot.nranks()));

@@ -61,8 +61,9 @@ class ShmTransport final : public Transport {
   // any allocation (its free generation changes) or this transport ends. A peer whose memory could
   // not be opened once (another PID namespace, /proc hidden) is not tried again.
   bool mapsPeerMemory() const override { return device_ == nullptr; }
+  // With ZCOLL_LOCAL_REGISTER, plain buffers used again too (core/adopted_memory.hpp).
   bool exportMemory(const void* p, size_t bytes, SharedMemRef* ref) override {
-    return mapsPeerMemory() && sharedMemFind(p, bytes, ref);
+    return mapsPeerMemory() && sharedMemExport(p, bytes, localRegister_, ref);
   }
   Status importMemory(int peer, const SharedMemRef& ref, void** local) override;
 
@@ -99,7 +100,8 @@ class ShmTransport final : public Transport {
   Layout layout_;
   int rank_ = 0;
   size_t stride_ = 0;
-  bool inlineSmall_ = true;  // host slots: small chunks are copied into the slot header
+  bool inlineSmall_ = true;
+  bool localRegister_ = false;  // ZCOLL_LOCAL_REGISTER  // host slots: small chunks are copied into the slot header
   // Every rank of the group takes hostBarrier()s: ring() orders its publish before its look at the
   // peer's sleepers with a compiler barrier, and a rank going to sleep pays the fence for both sides
   // (an 8-byte op's seq_cst fence drained the store buffer, whose slot line was still on its way).

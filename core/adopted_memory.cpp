@@ -1,0 +1,345 @@
+// adopted_memory.cpp - see adopted_memory.hpp.
+//
+// The memory hooks run inside munmap, madvise and brk, maybe called by malloc with its locks held: the
+// table is a fixed array under a spinlock, and nothing under that lock allocates, logs or calls a
+// hooked function (the mappings here are raw system calls).
+#include "core/adopted_memory.hpp"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <string_view>
+
+#ifdef ZCOLL_HAVE_UCM
+#include <ucm/api/ucm.h>
+#endif
+
+namespace zcoll {
+namespace {
+
+constexpr uintptr_t kPage = 4096;
+constexpr int kMaxRanges = 512;
+constexpr int kMaxCandidates = 16;
+constexpr std::string_view kMemfdName = "zcoll-adopt";
+// Ids of adopted ranges are apart from zcollMemAlloc's (a peer caches its mappings by id).
+constexpr uint64_t kIdBase = uint64_t{1} << 62;
+
+enum class State : uint8_t { Free, Adopted, Stale };
+
+struct Range {
+  uintptr_t begin, end;
+  State state;
+  int fd;  // Adopted: the memfd (peers open it through /proc/<pid>/fd)
+  uint64_t id, dev, ino;
+};
+
+struct Table {
+  std::atomic<bool> locked{false};
+  Range ranges[kMaxRanges];
+  uintptr_t candBegin[kMaxCandidates], candEnd[kMaxCandidates];
+  int nextCand;
+  uint64_t nextId;
+  uint64_t adoptions, invalidations, reverted;
+  bool full;  // a range could not be tracked (then adoption stops: see track)
+};
+constinit Table gTable{};  // constant-initialized: hooks may fire before any constructor ran
+
+void lock() {
+  while (gTable.locked.exchange(true, std::memory_order_acquire))
+    while (gTable.locked.load(std::memory_order_relaxed)) __builtin_ia32_pause();
+}
+void unlock() { gTable.locked.store(false, std::memory_order_release); }
+
+void* rawMmap(uintptr_t addr, size_t len, int prot, int flags, int fd) {
+  return reinterpret_cast<void*>(::syscall(SYS_mmap, addr, len, prot, flags, fd, 0));
+}
+void rawMunmap(void* p, size_t len) { ::syscall(SYS_munmap, p, len); }
+
+// Under the lock: a Stale entry for [b, e), or the table is full (adoption then stops: a shared range
+// nobody tracks would not be reverted at fork).
+void track(uintptr_t b, uintptr_t e) {
+  if (b >= e) return;
+  for (Range& r : gTable.ranges)
+    if (r.state == State::Free) {
+      r = Range{b, e, State::Stale, -1, 0, 0, 0};
+      return;
+    }
+  gTable.full = true;
+}
+
+// Under the lock: [b, e) is unmapped, moved, or (zero: reverted to zero pages first) given back.
+// Returns whether an exportable range ended.
+bool forgetLocked(uintptr_t b, uintptr_t e, bool zero) {
+  bool ended = false;
+  for (Range& r : gTable.ranges) {
+    if (r.state == State::Free || r.end <= b || e <= r.begin) continue;
+    const uintptr_t lo = b > r.begin ? b : r.begin, hi = e < r.end ? e : r.end;
+    if (zero) rawMmap(lo, hi - lo, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1);
+    if (r.state == State::Adopted) {
+      ::close(r.fd);
+      ++gTable.invalidations;
+      ended = true;
+    }
+    const Range was = r;
+    r.state = State::Free;
+    track(was.begin, lo);
+    track(hi, was.end);
+  }
+  for (int i = 0; i < kMaxCandidates; ++i)
+    if (gTable.candBegin[i] < e && b < gTable.candEnd[i]) gTable.candBegin[i] = gTable.candEnd[i] = 0;
+  return ended;
+}
+
+void forget(uintptr_t b, uintptr_t e, bool zero) {
+  lock();
+  const bool ended = forgetLocked(b, e, zero);
+  unlock();
+  if (ended) sharedMemFreed();
+}
+
+#ifdef ZCOLL_HAVE_UCM
+// Before each call that unmaps, moves or gives back pages (the native events, which say which call:
+// madvise's pages must turn into zero pages, mremap's must keep their bytes).
+void onMemoryEvent(ucm_event_type_t type, ucm_event_t* ev, void*) {
+  auto page = [](const void* a) { return reinterpret_cast<uintptr_t>(a) & ~(kPage - 1); };
+  auto end = [](const void* a, size_t len) { return (reinterpret_cast<uintptr_t>(a) + len + kPage - 1) & ~(kPage - 1); };
+  switch (type) {
+    case UCM_EVENT_MUNMAP:
+      forget(page(ev->munmap.address), end(ev->munmap.address, ev->munmap.size), false);
+      break;
+    case UCM_EVENT_MREMAP:
+      forget(page(ev->mremap.address), end(ev->mremap.address, ev->mremap.old_size), false);
+      break;
+    case UCM_EVENT_MMAP:
+      if (ev->mmap.flags & MAP_FIXED) forget(page(ev->mmap.address), end(ev->mmap.address, ev->mmap.size), false);
+      break;
+    case UCM_EVENT_SHMAT:
+      if (ev->shmat.shmaddr) forget(page(ev->shmat.shmaddr), UINTPTR_MAX, false);  // its size is not known here
+      break;
+    case UCM_EVENT_MADVISE: {
+      const int a = ev->madvise.advice;
+      if (a == MADV_DONTNEED || a == MADV_REMOVE || a == MADV_FREE || a == 24 /* MADV_DONTNEED_LOCKED */)
+        forget(page(ev->madvise.addr), end(ev->madvise.addr, ev->madvise.length), true);
+      break;
+    }
+    default:
+      break;
+  }
+}
+constexpr int kEvents = UCM_EVENT_MUNMAP | UCM_EVENT_MREMAP | UCM_EVENT_MMAP | UCM_EVENT_SHMAT | UCM_EVENT_MADVISE;
+#endif
+
+// fork: no adoption is under way while it copies the table; the child turns every shared range back
+// into a private copy (fork's promise) and closes the memfds it inherited.
+void forkPrepare() { lock(); }
+void forkParent() { unlock(); }
+void forkChild() {
+  for (Range& r : gTable.ranges) {
+    if (r.state == State::Free) continue;
+    const size_t len = r.end - r.begin;
+    // (msync fails on a range no longer mapped: nothing to copy then)
+    void* copy = ::msync(reinterpret_cast<void*>(r.begin), len, MS_ASYNC) != 0
+                     ? MAP_FAILED
+                     : rawMmap(0, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1);
+    if (copy != MAP_FAILED) {
+      std::memcpy(copy, reinterpret_cast<void*>(r.begin), len);
+      if (::syscall(SYS_mremap, copy, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, r.begin) != -1) ++gTable.reverted;
+      else rawMunmap(copy, len);
+    }
+    if (r.state == State::Adopted) ::close(r.fd);
+    r.state = State::Free;
+  }
+  for (int i = 0; i < kMaxCandidates; ++i) gTable.candBegin[i] = gTable.candEnd[i] = 0;
+  unlock();
+}
+
+struct Hooks {
+  bool ok = false;
+  const char* why = "not tried";
+};
+
+const Hooks& hooks() {
+  static const Hooks h = [] {
+    Hooks x;
+#ifdef ZCOLL_HAVE_UCM
+    const int events = kEvents;
+    if (ucm_set_event_handler(events, -1, onMemoryEvent, nullptr) != UCS_OK) {
+      x.why = "UCX's memory hooks could not be installed (UCX_MEM_EVENTS=no, or another hook holds them)";
+    } else if (ucm_test_events(kEvents) != UCS_OK) {
+      ucm_unset_event_handler(events, onMemoryEvent, nullptr);
+      x.why = "UCX's memory hooks failed their test (munmap and madvise are not seen)";
+    } else if (::pthread_atfork(forkPrepare, forkParent, forkChild) != 0) {
+      ucm_unset_event_handler(events, onMemoryEvent, nullptr);
+      x.why = "pthread_atfork failed";
+    } else {
+      x.ok = true;
+      x.why = "";
+    }
+#else
+    x.why = "built without UCX's memory hooks (libucm)";
+#endif
+    return x;
+  }();
+  return h;
+}
+
+// Whether every page of [b, e) is private anonymous read-write memory or adopted memory, mapped
+// without holes, and the process is far from its mapping limit (each adoption splits a mapping).
+bool plainPages(uintptr_t b, uintptr_t e) {
+  FILE* f = std::fopen("/proc/self/maps", "re");
+  if (!f) return false;
+  char line[512];
+  uintptr_t covered = b;
+  long lines = 0;
+  bool ok = true;
+  while (std::fgets(line, sizeof line, f)) {
+    ++lines;
+    uintptr_t lo = 0, hi = 0;
+    char perms[8] = {};
+    unsigned long long inode = 0;
+    int pathAt = 0;
+    if (std::sscanf(line, "%" SCNxPTR "-%" SCNxPTR " %7s %*s %*s %llu %n", &lo, &hi, perms, &inode, &pathAt) < 4)
+      continue;
+    if (hi <= b || e <= lo || !ok) continue;
+    std::string_view path(line + pathAt);
+    while (!path.empty() && (path.back() == '\n' || path.back() == ' ')) path.remove_suffix(1);
+    // Not [heap]: the brk area shrinks through brk, which UCM's hooks do not see here (then a page of
+    // it could come back as fresh memory at the same address while the table still says adopted).
+    const bool anon =
+        std::string_view(perms) == "rw-p" && inode == 0 && (path.empty() || path.starts_with("[anon:"));
+    const bool ours = std::string_view(perms) == "rw-s" && path.starts_with("/memfd:") &&
+                      path.substr(7).starts_with(kMemfdName);
+    ok = (anon || ours) && lo <= covered;
+    covered = hi;
+  }
+  std::fclose(f);
+  long limit = 65530;
+  if (FILE* m = std::fopen("/proc/sys/vm/max_map_count", "re")) {
+    if (std::fscanf(m, "%ld", &limit) != 1) limit = 65530;
+    std::fclose(m);
+  }
+  return ok && covered >= e && lines + 64 < limit;
+}
+
+void fill(const Range& r, uintptr_t p, size_t bytes, uintptr_t b, uintptr_t e, SharedMemRef* ref) {
+  ref->pid = static_cast<int32_t>(::getpid());
+  ref->fd = r.fd;
+  ref->id = r.id;
+  ref->dev = r.dev;
+  ref->ino = r.ino;
+  ref->allocBytes = r.end - r.begin;
+  ref->offset = b - r.begin;
+  ref->bytes = e - b;
+  ref->head = static_cast<uint32_t>(b - p);
+  ref->tail = static_cast<uint32_t>(p + bytes - e);
+}
+
+// Moves [b, e) into a new memfd mapped in place; false if it cannot (the pages stay as they were).
+bool adopt(uintptr_t p, size_t bytes, uintptr_t b, uintptr_t e, SharedMemRef* ref) {
+  if (!plainPages(b, e)) return false;
+  const size_t len = e - b;
+  const int fd = ::memfd_create(kMemfdName.data(), MFD_CLOEXEC);
+  if (fd < 0) return false;
+  struct stat st {};
+  void* staging = MAP_FAILED;
+  if (::ftruncate(fd, static_cast<off_t>(len)) == 0 && ::fstat(fd, &st) == 0)
+    staging = rawMmap(0, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd);
+  if (staging == MAP_FAILED) {
+    ::close(fd);
+    return false;
+  }
+  lock();
+  // Room for the new range and the outer parts of the two older ones it may cut.
+  int free = 0;
+  for (const Range& r : gTable.ranges) free += r.state == State::Free;
+  bool done = false, ended = false;
+  if (free >= 3 && !gTable.full) {
+    // Under the lock: a hook (munmap, madvise) of another thread on these pages waits for the move.
+    std::memcpy(staging, reinterpret_cast<void*>(b), len);
+    if (rawMmap(b, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_POPULATE, fd) != MAP_FAILED) {
+      ended = forgetLocked(b, e, false);  // older ranges inside these pages end; their outer parts stay Stale
+      for (Range& r : gTable.ranges)
+        if (r.state == State::Free) {
+          r = Range{b, e, State::Adopted, fd, kIdBase + ++gTable.nextId, static_cast<uint64_t>(st.st_dev),
+                    static_cast<uint64_t>(st.st_ino)};
+          ++gTable.adoptions;
+          fill(r, p, bytes, b, e, ref);
+          done = true;
+          break;
+        }
+    }
+  }
+  unlock();
+  rawMunmap(staging, len);
+  if (!done) ::close(fd);
+  if (ended) sharedMemFreed();
+  return done;
+}
+
+}  // namespace
+
+bool adoptionAvailable(const char** why) {
+  const Hooks& h = hooks();
+  if (why) *why = h.why;
+  return h.ok;
+}
+
+bool adoptedExport(const void* ptr, size_t bytes, bool wanted, SharedMemRef* ref) {
+  const auto p = reinterpret_cast<uintptr_t>(ptr);
+  const uintptr_t b = (p + kPage - 1) & ~(kPage - 1), e = (p + bytes) & ~(kPage - 1);
+  if (!wanted || e <= b || !hooks().ok) return false;
+  lock();
+  for (const Range& r : gTable.ranges)
+    if (r.state == State::Adopted && r.begin <= b && e <= r.end) {
+      fill(r, p, bytes, b, e, ref);
+      ref->freeGeneration = sharedMemFreeGeneration();
+      unlock();
+      return true;
+    }
+  // Seen before (and not unmapped since): adopt; else note it.
+  bool seen = false;
+  for (int i = 0; i < kMaxCandidates && !seen; ++i)
+    if (gTable.candBegin[i] <= b && e <= gTable.candEnd[i] && gTable.candEnd[i] > 0) {
+      seen = true;
+      gTable.candBegin[i] = gTable.candEnd[i] = 0;
+    }
+  if (!seen) {
+    const int i = gTable.nextCand++ % kMaxCandidates;
+    gTable.candBegin[i] = b;
+    gTable.candEnd[i] = e;
+  }
+  const bool full = gTable.full;
+  unlock();
+  if (!seen || full) return false;
+  // The generation before the move: a peer holding an older range of these pages drops it.
+  if (!adopt(p, bytes, b, e, ref)) return false;
+  ref->freeGeneration = sharedMemFreeGeneration();
+  return true;
+}
+
+AdoptedStats adoptedStats() {
+  AdoptedStats s;
+  lock();
+  for (const Range& r : gTable.ranges) {
+    if (r.state == State::Adopted) ++s.adopted;
+    if (r.state == State::Stale) ++s.stale;
+  }
+  for (int i = 0; i < kMaxCandidates; ++i) s.candidates += gTable.candEnd[i] > 0;
+  s.adoptions = gTable.adoptions;
+  s.invalidations = gTable.invalidations;
+  s.reverted = gTable.reverted;
+  unlock();
+  return s;
+}
+
+}  // namespace zcoll

@@ -1,0 +1,203 @@
+// Local registration (core/adopted_memory.hpp): a plain buffer's whole pages move into shared memory in
+// place on their second export, keep their address and bytes, and keep the semantics of private
+// anonymous memory: munmap ends the registration, madvise(DONTNEED) gives zero pages, a forked child
+// gets a private copy. Files, read-only memory and the brk heap are never adopted.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+
+#include "core/adopted_memory.hpp"
+
+namespace zcoll {
+namespace {
+
+constexpr size_t kPage = 4096;
+
+class AdoptedMemory : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* why = nullptr;
+    if (!adoptionAvailable(&why)) GTEST_SKIP() << "local registration unavailable here: " << why;
+  }
+  // An anonymous mapping of `pages` pages (its own, so that munmap is the test's to call).
+  static uint8_t* anon(size_t pages, int prot = PROT_READ | PROT_WRITE) {
+    void* p = mmap(nullptr, pages * kPage, prot, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? nullptr : static_cast<uint8_t*>(p);
+  }
+  static void fill(uint8_t* p, size_t n, uint8_t seed) {
+    for (size_t i = 0; i < n; ++i) p[i] = static_cast<uint8_t>(seed + i * 7);
+  }
+  static bool holds(const uint8_t* p, size_t n, uint8_t seed) {
+    for (size_t i = 0; i < n; ++i)
+      if (p[i] != static_cast<uint8_t>(seed + i * 7)) return false;
+    return true;
+  }
+  // Whether /proc/self/maps maps address a from an adopted memfd.
+  static bool sharedAt(const void* a) {
+    std::ifstream maps("/proc/self/maps");
+    for (std::string line; std::getline(maps, line);) {
+      uintptr_t lo = 0, hi = 0;
+      if (std::sscanf(line.c_str(), "%lx-%lx", &lo, &hi) != 2) continue;
+      const auto x = reinterpret_cast<uintptr_t>(a);
+      if (lo <= x && x < hi) return line.find("/memfd:zcoll-adopt") != std::string::npos;
+    }
+    return false;
+  }
+};
+
+TEST_F(AdoptedMemory, SecondUseMovesTheWholePagesInPlace) {
+  uint8_t* m = anon(64);
+  ASSERT_NE(m, nullptr);
+  uint8_t* buf = m + 100;  // partial pages at both ends
+  const size_t bytes = 61 * kPage - 100 + 8;
+  fill(m, 64 * kPage, 3);
+  SharedMemRef ref;
+  EXPECT_FALSE(adoptedExport(buf, bytes, true, &ref)) << "first use: only noted";
+  EXPECT_FALSE(adoptedExport(buf, bytes, false, &ref)) << "not wanted (ZCOLL_LOCAL_REGISTER=0)";
+  ASSERT_TRUE(adoptedExport(buf, bytes, true, &ref)) << "second use: adopted";
+  EXPECT_EQ(ref.head, kPage - 100);
+  EXPECT_EQ(ref.bytes, 60 * kPage);
+  EXPECT_EQ(ref.tail, bytes - ref.head - ref.bytes);
+  EXPECT_EQ(ref.allocBytes, ref.bytes);
+  EXPECT_EQ(ref.offset, 0u);
+  EXPECT_TRUE(holds(m, 64 * kPage, 3)) << "bytes unchanged, also around the buffer";
+  EXPECT_TRUE(sharedAt(buf + ref.head));
+  EXPECT_FALSE(sharedAt(buf)) << "the partial head page stays private";
+  // Another mapping of the memfd (as a peer makes) sees this process's stores and the other way round.
+  const int fd = open(("/proc/self/fd/" + std::to_string(ref.fd)).c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  auto* peer = static_cast<uint8_t*>(mmap(nullptr, ref.allocBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+  close(fd);
+  ASSERT_NE(peer, MAP_FAILED);
+  buf[ref.head + 5] = 0xab;
+  EXPECT_EQ(peer[5], 0xab);
+  peer[6] = 0xcd;
+  EXPECT_EQ(buf[ref.head + 6], 0xcd);
+  munmap(peer, ref.allocBytes);
+  // Again: found, same id; a part of it too.
+  SharedMemRef again;
+  ASSERT_TRUE(adoptedExport(buf, bytes, true, &again));
+  EXPECT_EQ(again.id, ref.id);
+  ASSERT_TRUE(adoptedExport(buf + kPage * 8, kPage * 4, true, &again));
+  EXPECT_EQ(again.id, ref.id);
+  EXPECT_EQ(again.offset, 8 * kPage);  // page 9 of the mapping is page 8 of the range
+  munmap(m, 64 * kPage);
+}
+
+TEST_F(AdoptedMemory, MunmapEndsTheRegistration) {
+  uint8_t* m = anon(32);
+  ASSERT_NE(m, nullptr);
+  fill(m, 32 * kPage, 1);
+  SharedMemRef ref;
+  adoptedExport(m, 32 * kPage, true, &ref);
+  ASSERT_TRUE(adoptedExport(m, 32 * kPage, true, &ref));
+  const AdoptedStats before = adoptedStats();
+  const uint64_t generation = sharedMemFreeGeneration();
+  ASSERT_EQ(munmap(m, 32 * kPage), 0);
+  const AdoptedStats after = adoptedStats();
+  EXPECT_EQ(after.adopted, before.adopted - 1);
+  EXPECT_EQ(after.invalidations, before.invalidations + 1);
+  EXPECT_GT(sharedMemFreeGeneration(), generation) << "peers drop their mappings";
+  // New memory at that address is plain again: noted, not found.
+  uint8_t* n = static_cast<uint8_t*>(mmap(m, 32 * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(n, MAP_FAILED);
+  EXPECT_FALSE(adoptedExport(n, 32 * kPage, true, &ref));
+  EXPECT_FALSE(sharedAt(n));
+  munmap(n, 32 * kPage);
+}
+
+TEST_F(AdoptedMemory, MadviseDontNeedGivesZeroPagesAsPrivateMemoryWould) {
+  uint8_t* m = anon(16);
+  ASSERT_NE(m, nullptr);
+  fill(m, 16 * kPage, 9);
+  SharedMemRef ref;
+  adoptedExport(m, 16 * kPage, true, &ref);
+  ASSERT_TRUE(adoptedExport(m, 16 * kPage, true, &ref));
+  ASSERT_EQ(madvise(m + 4 * kPage, 2 * kPage, MADV_DONTNEED), 0);
+  for (size_t i = 4 * kPage; i < 6 * kPage; ++i) ASSERT_EQ(m[i], 0) << "byte " << i;
+  EXPECT_TRUE(holds(m, 4 * kPage, 9));
+  EXPECT_FALSE(sharedAt(m + 4 * kPage));
+  EXPECT_TRUE(sharedAt(m)) << "the rest stays shared (tracked for fork)";
+  EXPECT_FALSE(adoptedExport(m, 16 * kPage, true, &ref)) << "the registration ended";
+  munmap(m, 16 * kPage);
+}
+
+// The brk heap shrinks through brk, which the hooks do not see: it is never adopted.
+TEST_F(AdoptedMemory, TheBrkHeapIsNotAdopted) {
+  auto* top = static_cast<uint8_t*>(sbrk(0));
+  const uintptr_t pad = (kPage - reinterpret_cast<uintptr_t>(top) % kPage) % kPage;
+  ASSERT_NE(sbrk(static_cast<intptr_t>(pad + 32 * kPage)), reinterpret_cast<void*>(-1));
+  uint8_t* m = top + pad;
+  fill(m, 32 * kPage, 2);
+  SharedMemRef ref;
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(adoptedExport(m, 32 * kPage, true, &ref));
+  EXPECT_TRUE(holds(m, 32 * kPage, 2));
+  ASSERT_NE(sbrk(-static_cast<intptr_t>(pad + 32 * kPage)), reinterpret_cast<void*>(-1));
+}
+
+TEST_F(AdoptedMemory, AForkedChildGetsAPrivateCopy) {
+  uint8_t* m = anon(16);
+  ASSERT_NE(m, nullptr);
+  fill(m, 16 * kPage, 5);
+  SharedMemRef ref;
+  adoptedExport(m, 16 * kPage, true, &ref);
+  ASSERT_TRUE(adoptedExport(m, 16 * kPage, true, &ref));
+  int toChild[2], toParent[2];
+  ASSERT_EQ(pipe(toChild), 0);
+  ASSERT_EQ(pipe(toParent), 0);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    char c = 0;
+    int status = 0;
+    if (!holds(m, 16 * kPage, 5)) status |= 1;  // the parent's bytes at fork
+    std::memset(m, 0x11, kPage);                   // not seen by the parent
+    if (write(toParent[1], "w", 1) != 1 || read(toChild[0], &c, 1) != 1) status |= 2;
+    if (m[kPage] != static_cast<uint8_t>(5 + kPage * 7)) status |= 4;  // the parent's later store not seen
+    _exit(status);
+  }
+  char c = 0;
+  ASSERT_EQ(read(toParent[0], &c, 1), 1);
+  EXPECT_TRUE(holds(m, kPage, 5)) << "the child's store reached the parent";
+  m[kPage] = 0x77;
+  ASSERT_EQ(write(toChild[1], "p", 1), 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "bits: 1 bytes at fork, 2 pipe, 4 saw the parent's store";
+  EXPECT_TRUE(sharedAt(m)) << "the parent keeps its registration";
+  for (int fd : {toChild[0], toChild[1], toParent[0], toParent[1]}) close(fd);
+  munmap(m, 16 * kPage);
+}
+
+TEST_F(AdoptedMemory, FilesReadOnlyMemoryAndSmallBuffersStayAsTheyAre) {
+  SharedMemRef ref;
+  char path[] = "/tmp/zcoll-adopt-XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  unlink(path);
+  ASSERT_EQ(ftruncate(fd, 16 * kPage), 0);
+  void* file = mmap(nullptr, 16 * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+  close(fd);
+  ASSERT_NE(file, MAP_FAILED);
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(adoptedExport(file, 16 * kPage, true, &ref)) << "a file mapping";
+  munmap(file, 16 * kPage);
+  uint8_t* ro = anon(16, PROT_READ);
+  ASSERT_NE(ro, nullptr);
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(adoptedExport(ro, 16 * kPage, true, &ref)) << "read-only memory";
+  munmap(ro, 16 * kPage);
+  uint8_t* small = anon(2);
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(adoptedExport(small + 8, kPage, true, &ref)) << "no whole page inside";
+  munmap(small, 2 * kPage);
+}
+
+}  // namespace
+}  // namespace zcoll
