@@ -172,6 +172,9 @@ Status zeroCopyCollective(const OpArgs& op, AlgoContext& ctx, bool* ran) {
     const bool send = t->exportMemory(op.sendbuf, bytes.send, &myRefs.send);
     const bool recv = !pushes || t->exportMemory(op.recvbuf, bytes.recv, &myRefs.recv);
     mine.shared = send && recv;
+    // One generation for both refs: the second export may have ended an older registration (a peer
+    // seeing the generation change between the two imports would unmap the first one it just made).
+    myRefs.send.freeGeneration = myRefs.recv.freeGeneration = sharedMemFreeGeneration();
     mine.head = std::max(myRefs.send.head, pushes ? myRefs.recv.head : 0u);
     mine.tail = std::max(myRefs.send.tail, pushes ? myRefs.recv.tail : 0u);
   }

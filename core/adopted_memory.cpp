@@ -39,7 +39,8 @@ enum class State : uint8_t { Free, Adopted, Stale };
 struct Range {
   uintptr_t begin, end;
   State state;
-  int fd;  // Adopted: the memfd (peers open it through /proc/<pid>/fd)
+  bool heap;  // in the brk heap (see stillMapped)
+  int fd;     // Adopted: the memfd (peers open it through /proc/<pid>/fd)
   uint64_t id, dev, ino;
 };
 
@@ -51,6 +52,7 @@ struct Table {
   uint64_t nextId;
   uint64_t adoptions, invalidations, reverted;
   bool full;  // a range could not be tracked (then adoption stops: see track)
+  int pagemap;  // /proc/self/pagemap + 1 (0: not open; a forked child reopens its own)
 };
 constinit Table gTable{};  // constant-initialized: hooks may fire before any constructor ran
 
@@ -71,7 +73,7 @@ void track(uintptr_t b, uintptr_t e) {
   if (b >= e) return;
   for (Range& r : gTable.ranges)
     if (r.state == State::Free) {
-      r = Range{b, e, State::Stale, -1, 0, 0, 0};
+      r = Range{b, e, State::Stale, false, -1, 0, 0, 0};
       return;
     }
   gTable.full = true;
@@ -160,7 +162,22 @@ void forkChild() {
     r.state = State::Free;
   }
   for (int i = 0; i < kMaxCandidates; ++i) gTable.candBegin[i] = gTable.candEnd[i] = 0;
+  if (gTable.pagemap > 0) ::close(gTable.pagemap - 1);
+  gTable.pagemap = 0;
   unlock();
+}
+
+// Under the lock: whether a brk-heap range still maps its memfd. The heap shrinks through brk, which
+// UCM's hooks do not see here, and may grow back with fresh pages at the same addresses. Shrinking
+// takes the top first, so the range's last page tells: /proc/self/pagemap's bit 61 marks a file or
+// shared page (a private page, or none, means the range is gone). One pread per op on such a buffer.
+bool stillMapped(const Range& r) {
+  if (!r.heap) return true;
+  if (gTable.pagemap == 0) gTable.pagemap = ::open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC) + 1;
+  uint64_t entry = 0;
+  const off_t at = static_cast<off_t>((r.end - kPage) / kPage * sizeof entry);
+  if (gTable.pagemap <= 0 || ::pread(gTable.pagemap - 1, &entry, sizeof entry, at) != sizeof entry) return false;
+  return (entry >> 63 & 1) && (entry >> 61 & 1);
 }
 
 struct Hooks {
@@ -195,7 +212,7 @@ const Hooks& hooks() {
 
 // Whether every page of [b, e) is private anonymous read-write memory or adopted memory, mapped
 // without holes, and the process is far from its mapping limit (each adoption splits a mapping).
-bool plainPages(uintptr_t b, uintptr_t e) {
+bool plainPages(uintptr_t b, uintptr_t e, bool* heap) {
   FILE* f = std::fopen("/proc/self/maps", "re");
   if (!f) return false;
   char line[512];
@@ -213,10 +230,9 @@ bool plainPages(uintptr_t b, uintptr_t e) {
     if (hi <= b || e <= lo || !ok) continue;
     std::string_view path(line + pathAt);
     while (!path.empty() && (path.back() == '\n' || path.back() == ' ')) path.remove_suffix(1);
-    // Not [heap]: the brk area shrinks through brk, which UCM's hooks do not see here (then a page of
-    // it could come back as fresh memory at the same address while the table still says adopted).
-    const bool anon =
-        std::string_view(perms) == "rw-p" && inode == 0 && (path.empty() || path.starts_with("[anon:"));
+    const bool anon = std::string_view(perms) == "rw-p" && inode == 0 &&
+                      (path.empty() || path == "[heap]" || path.starts_with("[anon:"));
+    if (path == "[heap]") *heap = true;
     const bool ours = std::string_view(perms) == "rw-s" && path.starts_with("/memfd:") &&
                       path.substr(7).starts_with(kMemfdName);
     ok = (anon || ours) && lo <= covered;
@@ -246,7 +262,8 @@ void fill(const Range& r, uintptr_t p, size_t bytes, uintptr_t b, uintptr_t e, S
 
 // Moves [b, e) into a new memfd mapped in place; false if it cannot (the pages stay as they were).
 bool adopt(uintptr_t p, size_t bytes, uintptr_t b, uintptr_t e, SharedMemRef* ref) {
-  if (!plainPages(b, e)) return false;
+  bool heap = false;
+  if (!plainPages(b, e, &heap)) return false;
   const size_t len = e - b;
   const int fd = ::memfd_create(kMemfdName.data(), MFD_CLOEXEC);
   if (fd < 0) return false;
@@ -270,7 +287,7 @@ bool adopt(uintptr_t p, size_t bytes, uintptr_t b, uintptr_t e, SharedMemRef* re
       ended = forgetLocked(b, e, false);  // older ranges inside these pages end; their outer parts stay Stale
       for (Range& r : gTable.ranges)
         if (r.state == State::Free) {
-          r = Range{b, e, State::Adopted, fd, kIdBase + ++gTable.nextId, static_cast<uint64_t>(st.st_dev),
+          r = Range{b, e, State::Adopted, heap, fd, kIdBase + ++gTable.nextId, static_cast<uint64_t>(st.st_dev),
                     static_cast<uint64_t>(st.st_ino)};
           ++gTable.adoptions;
           fill(r, p, bytes, b, e, ref);
@@ -299,8 +316,13 @@ bool adoptedExport(const void* ptr, size_t bytes, bool wanted, SharedMemRef* ref
   const uintptr_t b = (p + kPage - 1) & ~(kPage - 1), e = (p + bytes) & ~(kPage - 1);
   if (!wanted || e <= b || !hooks().ok) return false;
   lock();
+  bool ended = false;
   for (const Range& r : gTable.ranges)
     if (r.state == State::Adopted && r.begin <= b && e <= r.end) {
+      if (!stillMapped(r)) {  // gone with the heap's top: it starts over below
+        ended = forgetLocked(r.begin, r.end, false);
+        break;
+      }
       fill(r, p, bytes, b, e, ref);
       ref->freeGeneration = sharedMemFreeGeneration();
       unlock();
@@ -320,6 +342,7 @@ bool adoptedExport(const void* ptr, size_t bytes, bool wanted, SharedMemRef* ref
   }
   const bool full = gTable.full;
   unlock();
+  if (ended) sharedMemFreed();
   if (!seen || full) return false;
   // The generation before the move: a peer holding an older range of these pages drops it.
   if (!adopt(p, bytes, b, e, ref)) return false;

@@ -6,11 +6,12 @@
 // on it "adopts" the whole pages inside the buffer: a memfd receives their contents and is mapped
 // over them (MAP_FIXED, MAP_SHARED), so the buffer's address and bytes stay as they were. The partial
 // pages at its ends (head and tail, under a page each) stay private: their bytes travel with the op.
-// Only private anonymous mappings are adopted (malloc's large blocks and its threads' arenas, mmap),
-// never the brk heap, a file or the stack.
+// Only private anonymous memory is adopted (malloc's heap, large blocks and threads' arenas, mmap),
+// never a file or the stack.
 // What keeps it safe, through UCX's memory hooks (libucm):
 //   - munmap, mremap and mmap over an adopted range end its registration (a peer then drops its
-//     mapping: the shared-memory generation changes), as UCX's registration cache does;
+//     mapping: the shared-memory generation changes), as UCX's registration cache does; brk, which
+//     the hooks do not see, is checked at each use of a range in the brk heap (stillMapped);
 //   - madvise(DONTNEED/REMOVE/FREE) first turns the pages back into private zero pages, which is what
 //     the caller (an allocator giving memory back) expects of anonymous memory;
 //   - a forked child turns every adopted range back into a private copy before it returns from fork,

@@ -2,9 +2,14 @@
 // reused by all-reduce, reduce-scatter, all-gather and broadcast run zero copy from their second op
 // (ZCOLL_LOCAL_REGISTER, core/adopted_memory.hpp), with partial pages at both ends that differ per
 // rank, in and out of place; every element checked; buffers unmapped and mapped again (likely at the
-// same address) start over on the copying path and stay right.
+// same address) start over on the copying path and stay right; heap buffers freed and taken again
+// stay adopted (the memory is still the memfd's).
 #include <gtest/gtest.h>
+#include <malloc.h>
 #include <sys/mman.h>
+
+#include <cstdlib>
+#include <vector>
 
 #include <cstdint>
 #include <string>
@@ -29,26 +34,34 @@ std::string lastAlgorithm(zcollComm_t comm) {
   return name;
 }
 
-class LocalRegister : public ::testing::TestWithParam<int> {};
+// Ranks x where the buffers come from: their own mappings (malloc's large blocks), or malloc's brk
+// heap (the main thread's arena with a high mmap threshold), freed and taken again between generations.
+class LocalRegister : public ::testing::TestWithParam<std::tuple<int, bool>> {};
 
 TEST_P(LocalRegister, PlainBuffersRunZeroCopyAndStayRight) {
   const char* why = nullptr;
   if (!adoptionAvailable(&why)) GTEST_SKIP() << "local registration unavailable here: " << why;
-  const int n = GetParam();
+  const int n = std::get<0>(GetParam());
+  const bool heap = std::get<1>(GetParam());
+  if (heap) ASSERT_EQ(mallopt(M_MMAP_THRESHOLD, 32 << 20), 1);
   RankPool pool(n, ZCOLL_CONFIG_INITIALIZER);
   ASSERT_TRUE(pool.ok());
   const size_t nn = static_cast<size_t>(n);
   for (Coll coll : {Coll::AllReduce, Coll::ReduceScatter, Coll::AllGather, Coll::Broadcast})
     for (bool inPlace : {false, true})
-      for (int generation = 0; generation < 2; ++generation)
+      for (int generation = 0; generation < 2; ++generation) {
+        const size_t sendCount = coll == Coll::ReduceScatter ? nn * kCount : kCount;
+        const size_t recvCount = coll == Coll::AllGather ? nn * kCount : kCount;
+        // One block per rank, the buffers 12 (r + 1) bytes past its start: the partial pages differ.
+        std::vector<void*> blocks(nn);
+        const size_t bytes = 12 * nn + (sendCount + recvCount + 1024) * sizeof(float);
+        for (void*& b : blocks) {
+          b = heap ? std::malloc(bytes) : mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+          ASSERT_TRUE(b && b != MAP_FAILED);
+        }
         pool.run([&](int r, zcollComm_t comm) {
-          const size_t sendCount = coll == Coll::ReduceScatter ? nn * kCount : kCount;
-          const size_t recvCount = coll == Coll::AllGather ? nn * kCount : kCount;
-          // One mapping per rank, the buffers 12 (r + 1) bytes past its start: the partial pages differ.
           const size_t offset = 12 * static_cast<size_t>(r + 1);
-          const size_t bytes = offset + (sendCount + recvCount + 1024) * sizeof(float);
-          void* m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-          ASSERT_NE(m, MAP_FAILED);
+          void* m = blocks[static_cast<size_t>(r)];
           auto* base = reinterpret_cast<float*>(static_cast<uint8_t*>(m) + offset);
           float* recv = base;
           float* send = inPlace ? (coll == Coll::AllGather ? recv + static_cast<size_t>(r) * kCount : recv)
@@ -85,19 +98,18 @@ TEST_P(LocalRegister, PlainBuffersRunZeroCopyAndStayRight) {
               } else {
                 want = value(kRoot, i, round);
               }
-              ASSERT_EQ(recv[i], want) << "rank " << r << " element " << i << " round " << round << " generation "
+              ASSERT_EQ(recv[i], want) << "collective " << static_cast<int>(coll) << " rank " << r << " element " << i << " round " << round << " generation "
                                        << generation << (inPlace ? " in place" : "");
             }
             // Round 0 notes the buffers; from round 1 they are adopted (new mappings start over).
             if (round >= 1) EXPECT_EQ(lastAlgorithm(comm), "zcopy") << "rank " << r << " round " << round;
           }
-          // Every rank done reading the others' buffers before this one goes away.
-          ASSERT_EQ(zcollBarrier(comm, nullptr), zcollSuccess);
-          munmap(m, bytes);
         });
+        for (void* b : blocks) heap ? std::free(b) : static_cast<void>(munmap(b, bytes));
+      }
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, LocalRegister, ::testing::Values(2, 3, 4));
+INSTANTIATE_TEST_SUITE_P(RanksAndMemory, LocalRegister, ::testing::Combine(::testing::Values(2, 3, 4), ::testing::Bool()));
 
 }  // namespace
 }  // namespace zcoll::test

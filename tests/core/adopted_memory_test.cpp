@@ -1,7 +1,7 @@
 // Local registration (core/adopted_memory.hpp): a plain buffer's whole pages move into shared memory in
 // place on their second export, keep their address and bytes, and keep the semantics of private
 // anonymous memory: munmap ends the registration, madvise(DONTNEED) gives zero pages, a forked child
-// gets a private copy. Files, read-only memory and the brk heap are never adopted.
+// gets a private copy; the brk heap is checked at each use. Files and read-only memory stay as they are.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
@@ -130,16 +130,30 @@ TEST_F(AdoptedMemory, MadviseDontNeedGivesZeroPagesAsPrivateMemoryWould) {
   munmap(m, 16 * kPage);
 }
 
-// The brk heap shrinks through brk, which the hooks do not see: it is never adopted.
-TEST_F(AdoptedMemory, TheBrkHeapIsNotAdopted) {
+// The brk heap shrinks through brk, which the hooks do not see: each use of an adopted range there
+// checks that it is still mapped. Shrunk and grown back (fresh pages at the same addresses), it is
+// plain memory again.
+TEST_F(AdoptedMemory, TheBrkHeapIsCheckedAtEachUse) {
   auto* top = static_cast<uint8_t*>(sbrk(0));
   const uintptr_t pad = (kPage - reinterpret_cast<uintptr_t>(top) % kPage) % kPage;
   ASSERT_NE(sbrk(static_cast<intptr_t>(pad + 32 * kPage)), reinterpret_cast<void*>(-1));
   uint8_t* m = top + pad;
   fill(m, 32 * kPage, 2);
   SharedMemRef ref;
-  for (int i = 0; i < 3; ++i) EXPECT_FALSE(adoptedExport(m, 32 * kPage, true, &ref));
-  EXPECT_TRUE(holds(m, 32 * kPage, 2));
+  adoptedExport(m, 32 * kPage, true, &ref);
+  ASSERT_TRUE(adoptedExport(m, 32 * kPage, true, &ref));
+  EXPECT_TRUE(sharedAt(m + 31 * kPage));
+  ASSERT_TRUE(adoptedExport(m, 32 * kPage, true, &ref)) << "still there";
+  const AdoptedStats before = adoptedStats();
+  const uint64_t generation = sharedMemFreeGeneration();
+  ASSERT_NE(sbrk(-static_cast<intptr_t>(16 * kPage)), reinterpret_cast<void*>(-1));
+  ASSERT_NE(sbrk(static_cast<intptr_t>(16 * kPage)), reinterpret_cast<void*>(-1));
+  EXPECT_FALSE(sharedAt(m + 31 * kPage)) << "fresh pages";
+  EXPECT_FALSE(adoptedExport(m, 32 * kPage, true, &ref)) << "not the memfd any more";
+  EXPECT_EQ(adoptedStats().invalidations, before.invalidations + 1);
+  EXPECT_GT(sharedMemFreeGeneration(), generation);
+  EXPECT_TRUE(holds(m, 16 * kPage, 2)) << "the part below the shrink keeps its bytes";
+  for (size_t i = 16 * kPage; i < 32 * kPage; ++i) ASSERT_EQ(m[i], 0) << "byte " << i;
   ASSERT_NE(sbrk(-static_cast<intptr_t>(pad + 32 * kPage)), reinterpret_cast<void*>(-1));
 }
 
