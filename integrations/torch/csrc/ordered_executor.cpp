@@ -12,7 +12,7 @@ OrderedExecutor::~OrderedExecutor() {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_ = true;
   }
-  cv_.notify_all();
+  workerCv_.notify_all();
   worker_.join();  // runs what is queued first
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -24,18 +24,20 @@ OrderedExecutor::~OrderedExecutor() {
 
 uint64_t OrderedExecutor::submit(Task task) {
   uint64_t ticket;
+  bool wake;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     ticket = nextTicket_++;
-    queue_.emplace_back(ticket, std::move(task));
+    queue_.push_back(Queued{ticket, std::chrono::steady_clock::now(), std::move(task)});
+    wake = !callerRuns_;
   }
-  cv_.notify_all();
+  if (wake) workerCv_.notify_one();
   return ticket;
 }
 
 void OrderedExecutor::runFront(std::unique_lock<std::mutex>& lock, bool onWorker) {
-  uint64_t ticket = queue_.front().first;
-  Task task = std::move(queue_.front().second);
+  uint64_t ticket = queue_.front().ticket;
+  Task task = std::move(queue_.front().task);
   queue_.pop_front();
   running_ = true;
   lock.unlock();
@@ -43,8 +45,10 @@ void OrderedExecutor::runFront(std::unique_lock<std::mutex>& lock, bool onWorker
   task.run = nullptr;  // what it held goes now, without the lock
   lock.lock();
   running_ = false;
+  callerRuns_ = !onWorker;
   completedUpTo_ = ticket;  // runs are serialised, so this only grows
   cv_.notify_all();
+  if (!onWorker && !queue_.empty()) workerCv_.notify_one();  // the worker waited while this one ran
   if (!task.complete) return;
   if (onWorker) {
     completions_.push_back(std::move(task.complete));
@@ -64,7 +68,7 @@ bool OrderedExecutor::waitFor(uint64_t ticket, std::chrono::milliseconds timeout
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::unique_lock<std::mutex> lock(mutex_);
   while (completedUpTo_ < ticket) {
-    if (!running_ && !queue_.empty() && queue_.front().first <= ticket) {
+    if (!running_ && !queue_.empty() && queue_.front().ticket <= ticket) {
       runFront(lock, false);
       continue;
     }
@@ -86,11 +90,17 @@ void OrderedExecutor::workerLoop() {
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     if (!running_ && !queue_.empty()) {
+      const auto due = queue_.front().submitted + kGrace;
+      if (!stop_ && std::chrono::steady_clock::now() < due) {  // its submitter may be about to wait for it
+        workerCv_.wait_until(lock, due);
+        continue;
+      }
       runFront(lock, true);
       continue;
     }
     if (stop_ && queue_.empty() && !running_) return;
-    cv_.wait(lock);
+    if (callerRuns_) workerCv_.wait_for(lock, kPoll);
+    else workerCv_.wait(lock);
   }
 }
 

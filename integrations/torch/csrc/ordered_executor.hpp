@@ -5,7 +5,11 @@
 // once). Handing each one to a worker and back costs two thread wake-ups, more than a small
 // all-reduce itself. So a thread that waits for ticket T runs the queued operations up to T itself
 // when no other thread is running one; the worker runs what nobody waits for (async_op=True,
-// DDP's bucket all-reduces), so those still overlap the caller's compute.
+// DDP's bucket all-reduces), so those still overlap the caller's compute. The worker leaves a task
+// alone for kGrace after its submission: the submitting thread, about to wait for it, runs it (else
+// the woken worker took it first about half the time, and the op paid both wake-ups anyway). While
+// the callers run the tasks themselves, submit() does not even wake the worker: it looks every kPoll
+// for a task nobody took, and once it runs one, submissions wake it again.
 //
 // Completion (a task's `complete`, which runs future callbacks) happens outside the ordering: inline
 // on a waiting thread that ran the task, and on completion threads for tasks the worker ran - so a
@@ -56,9 +60,18 @@ class OrderedExecutor {
   // worker, the completion goes to the completion thread; elsewhere it runs here.
   void runFront(std::unique_lock<std::mutex>& lock, bool onWorker);
 
+  static constexpr std::chrono::microseconds kGrace{200};
+  static constexpr std::chrono::milliseconds kPoll{1};
+  struct Queued {
+    uint64_t ticket;
+    std::chrono::steady_clock::time_point submitted;
+    Task task;
+  };
   mutable std::mutex mutex_;
-  std::condition_variable cv_;
-  std::deque<std::pair<uint64_t, Task>> queue_;
+  std::condition_variable cv_;        // waiters: a task ran
+  std::condition_variable workerCv_;  // the worker: a task came (unless callerRuns_), or stop
+  bool callerRuns_ = false;           // the last task was run by the thread waiting for it
+  std::deque<Queued> queue_;
   static constexpr size_t kMaxCompleters = 16;
   std::deque<std::function<void()>> completions_;  // from tasks the worker ran, in order
   std::condition_variable completionCv_;
