@@ -29,6 +29,9 @@ namespace {
 
 constexpr uintptr_t kPage = 4096;
 constexpr int kMaxRanges = 512;
+// Exportable ranges hold a descriptor each: beyond this many, the one used longest ago gives its up
+// (it stays shared until unmapped, Stale; used again, it is adopted anew).
+constexpr int kMaxAdopted = 64;
 constexpr int kMaxCandidates = 16;
 constexpr std::string_view kMemfdName = "zcoll-adopt";
 // Ids of adopted ranges are apart from zcollMemAlloc's (a peer caches its mappings by id).
@@ -42,6 +45,7 @@ struct Range {
   bool heap;  // in the brk heap (see stillMapped)
   int fd;     // Adopted: the memfd (peers open it through /proc/<pid>/fd)
   uint64_t id, dev, ino;
+  uint64_t used;  // Adopted: when last exported (the table's clock)
 };
 
 struct Table {
@@ -49,7 +53,7 @@ struct Table {
   Range ranges[kMaxRanges];
   uintptr_t candBegin[kMaxCandidates], candEnd[kMaxCandidates];
   int nextCand;
-  uint64_t nextId;
+  uint64_t nextId, clock;
   uint64_t adoptions, invalidations, reverted;
   bool full;  // a range could not be tracked (then adoption stops: see track)
   int pagemap;  // /proc/self/pagemap + 1 (0: not open; a forked child reopens its own)
@@ -73,7 +77,7 @@ void track(uintptr_t b, uintptr_t e) {
   if (b >= e) return;
   for (Range& r : gTable.ranges)
     if (r.state == State::Free) {
-      r = Range{b, e, State::Stale, false, -1, 0, 0, 0};
+      r = Range{b, e, State::Stale, false, -1, 0, 0, 0, 0};
       return;
     }
   gTable.full = true;
@@ -100,6 +104,23 @@ bool forgetLocked(uintptr_t b, uintptr_t e, bool zero) {
   for (int i = 0; i < kMaxCandidates; ++i)
     if (gTable.candBegin[i] < e && b < gTable.candEnd[i]) gTable.candBegin[i] = gTable.candEnd[i] = 0;
   return ended;
+}
+
+// Under the lock: beyond kMaxAdopted exportable ranges, the one used longest ago closes its memfd.
+bool demoteOldest() {
+  int adopted = 0;
+  Range* oldest = nullptr;
+  for (Range& r : gTable.ranges)
+    if (r.state == State::Adopted) {
+      ++adopted;
+      if (!oldest || r.used < oldest->used) oldest = &r;
+    }
+  if (adopted <= kMaxAdopted) return false;
+  ::close(oldest->fd);
+  oldest->fd = -1;
+  oldest->state = State::Stale;
+  ++gTable.invalidations;
+  return true;
 }
 
 void forget(uintptr_t b, uintptr_t e, bool zero) {
@@ -288,12 +309,13 @@ bool adopt(uintptr_t p, size_t bytes, uintptr_t b, uintptr_t e, SharedMemRef* re
       for (Range& r : gTable.ranges)
         if (r.state == State::Free) {
           r = Range{b, e, State::Adopted, heap, fd, kIdBase + ++gTable.nextId, static_cast<uint64_t>(st.st_dev),
-                    static_cast<uint64_t>(st.st_ino)};
+                    static_cast<uint64_t>(st.st_ino), ++gTable.clock};
           ++gTable.adoptions;
           fill(r, p, bytes, b, e, ref);
           done = true;
           break;
         }
+      ended = demoteOldest() || ended;
     }
   }
   unlock();
@@ -317,13 +339,14 @@ bool adoptedExport(const void* ptr, size_t bytes, bool wanted, SharedMemRef* ref
   if (!wanted || e <= b || !hooks().ok) return false;
   lock();
   bool ended = false;
-  for (const Range& r : gTable.ranges)
+  for (Range& r : gTable.ranges)
     if (r.state == State::Adopted && r.begin <= b && e <= r.end) {
       if (!stillMapped(r)) {  // gone with the heap's top: it starts over below
         ended = forgetLocked(r.begin, r.end, false);
         break;
       }
       fill(r, p, bytes, b, e, ref);
+      r.used = ++gTable.clock;
       ref->freeGeneration = sharedMemFreeGeneration();
       unlock();
       return true;

@@ -192,6 +192,28 @@ TEST_F(AdoptedMemory, AForkedChildGetsAPrivateCopy) {
   munmap(m, 16 * kPage);
 }
 
+// Each exportable range holds a descriptor: past 64, the one used longest ago gives its up (and its
+// buffer is adopted anew on later uses).
+TEST_F(AdoptedMemory, AtMost64RangesHoldADescriptor) {
+  constexpr int kBuffers = 70;
+  uint8_t* m = anon(kBuffers * 3);
+  ASSERT_NE(m, nullptr);
+  SharedMemRef ref;
+  const uint64_t invalidations = adoptedStats().invalidations;
+  for (int i = 0; i < kBuffers; ++i) {
+    uint8_t* b = m + static_cast<size_t>(i) * 3 * kPage;  // a page apart: separate mappings
+    adoptedExport(b, 2 * kPage, true, &ref);
+    ASSERT_TRUE(adoptedExport(b, 2 * kPage, true, &ref)) << i;
+  }
+  EXPECT_LE(adoptedStats().adopted, 64);
+  EXPECT_GE(adoptedStats().invalidations, invalidations + kBuffers - 64);
+  EXPECT_FALSE(adoptedExport(m, 2 * kPage, true, &ref)) << "the first gave its descriptor up";
+  ASSERT_TRUE(adoptedExport(m, 2 * kPage, true, &ref)) << "adopted anew";
+  EXPECT_TRUE(adoptedExport(m + static_cast<size_t>(kBuffers - 1) * 3 * kPage, 2 * kPage, true, &ref));
+  munmap(m, kBuffers * 3 * kPage);
+  EXPECT_EQ(adoptedStats().stale, 0) << "unmapped: nothing left to track";
+}
+
 TEST_F(AdoptedMemory, FilesReadOnlyMemoryAndSmallBuffersStayAsTheyAre) {
   SharedMemRef ref;
   char path[] = "/tmp/zcoll-adopt-XXXXXX";

@@ -49,6 +49,22 @@ TEST(OrderedExecutor, TheWorkerRunsWhatNobodyWaitsFor) {
   EXPECT_TRUE(ex.done(t));
 }
 
+// Callers running their own tasks stop waking the worker at each submission; a task nobody waits for
+// still runs, whatever ran before it (the worker asleep since an earlier task it ran: DDP hung so).
+TEST(OrderedExecutor, TheWorkerStillRunsWhatNobodyWaitsForAfterCallersRanTheirs) {
+  OrderedExecutor ex;
+  auto runs = [&](uint64_t t) {
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (!ex.done(t) && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
+    return ex.done(t);
+  };
+  EXPECT_TRUE(runs(ex.submit({[] {}, {}})));  // the worker runs it, then sleeps
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(ex.waitFor(ex.submit({[] {}, {}})));  // callers run these
+  EXPECT_TRUE(runs(ex.submit({[] {}, {}})));
+  EXPECT_TRUE(ex.waitFor(ex.submit({[] {}, {}})));
+  EXPECT_TRUE(runs(ex.submit({[] {}, {}})));
+}
+
 TEST(OrderedExecutor, AWaitWithATimeoutReturnsFalseWhileTheTaskStillRuns) {
   OrderedExecutor ex;
   std::atomic<bool> release{false};

@@ -29,7 +29,7 @@ uint64_t OrderedExecutor::submit(Task task) {
     std::lock_guard<std::mutex> lock(mutex_);
     ticket = nextTicket_++;
     queue_.push_back(Queued{ticket, std::chrono::steady_clock::now(), std::move(task)});
-    wake = !callerRuns_;
+    wake = !callerRuns_ || workerSleeps_;
   }
   if (wake) workerCv_.notify_one();
   return ticket;
@@ -99,8 +99,13 @@ void OrderedExecutor::workerLoop() {
       continue;
     }
     if (stop_ && queue_.empty() && !running_) return;
-    if (callerRuns_) workerCv_.wait_for(lock, kPoll);
-    else workerCv_.wait(lock);
+    if (callerRuns_) {
+      workerCv_.wait_for(lock, kPoll);
+    } else {
+      workerSleeps_ = true;
+      workerCv_.wait(lock);
+      workerSleeps_ = false;
+    }
   }
 }
 

@@ -71,6 +71,7 @@ class OrderedExecutor {
   std::condition_variable cv_;        // waiters: a task ran
   std::condition_variable workerCv_;  // the worker: a task came (unless callerRuns_), or stop
   bool callerRuns_ = false;           // the last task was run by the thread waiting for it
+  bool workerSleeps_ = false;         // the worker waits without a deadline: submit() must wake it
   std::deque<Queued> queue_;
   static constexpr size_t kMaxCompleters = 16;
   std::deque<std::function<void()>> completions_;  // from tasks the worker ran, in order
