@@ -37,7 +37,9 @@ constexpr std::string_view kMemfdName = "zcoll-adopt";
 // Ids of adopted ranges are apart from zcollMemAlloc's (a peer caches its mappings by id).
 constexpr uint64_t kIdBase = uint64_t{1} << 62;
 
-enum class State : uint8_t { Free, Adopted, Stale };
+// Adopted: shared, exportable (holds its memfd). Stale: still shared, no longer exportable (reverted at
+// fork). Private: released (adoptedRelease): a private mapping of its memfd, tracked for madvise only.
+enum class State : uint8_t { Free, Adopted, Stale, Private };
 
 struct Range {
   uintptr_t begin, end;
@@ -73,11 +75,11 @@ void rawMunmap(void* p, size_t len) { ::syscall(SYS_munmap, p, len); }
 
 // Under the lock: a Stale entry for [b, e), or the table is full (adoption then stops: a shared range
 // nobody tracks would not be reverted at fork).
-void track(uintptr_t b, uintptr_t e) {
+void track(uintptr_t b, uintptr_t e, State state) {
   if (b >= e) return;
   for (Range& r : gTable.ranges)
     if (r.state == State::Free) {
-      r = Range{b, e, State::Stale, false, -1, 0, 0, 0, 0};
+      r = Range{b, e, state, false, -1, 0, 0, 0, 0};
       return;
     }
   gTable.full = true;
@@ -98,8 +100,9 @@ bool forgetLocked(uintptr_t b, uintptr_t e, bool zero) {
     }
     const Range was = r;
     r.state = State::Free;
-    track(was.begin, lo);
-    track(hi, was.end);
+    const State outer = was.state == State::Private ? State::Private : State::Stale;
+    track(was.begin, lo, outer);
+    track(hi, was.end, outer);
   }
   for (int i = 0; i < kMaxCandidates; ++i)
     if (gTable.candBegin[i] < e && b < gTable.candEnd[i]) gTable.candBegin[i] = gTable.candEnd[i] = 0;
@@ -169,6 +172,10 @@ void forkParent() { unlock(); }
 void forkChild() {
   for (Range& r : gTable.ranges) {
     if (r.state == State::Free) continue;
+    if (r.state == State::Private) {  // forks as private memory does
+      r.state = State::Free;
+      continue;
+    }
     const size_t len = r.end - r.begin;
     // (msync fails on a range no longer mapped: nothing to copy then)
     void* copy = ::msync(reinterpret_cast<void*>(r.begin), len, MS_ASYNC) != 0
@@ -254,8 +261,9 @@ bool plainPages(uintptr_t b, uintptr_t e, bool* heap) {
     const bool anon = std::string_view(perms) == "rw-p" && inode == 0 &&
                       (path.empty() || path == "[heap]" || path.starts_with("[anon:"));
     if (path == "[heap]") *heap = true;
-    const bool ours = std::string_view(perms) == "rw-s" && path.starts_with("/memfd:") &&
-                      path.substr(7).starts_with(kMemfdName);
+    // ours: adopted (shared), or released (a private mapping of the memfd)
+    const bool ours = (std::string_view(perms) == "rw-s" || std::string_view(perms) == "rw-p") &&
+                      path.starts_with("/memfd:") && path.substr(7).starts_with(kMemfdName);
     ok = (anon || ours) && lo <= covered;
     covered = hi;
   }
@@ -371,6 +379,24 @@ bool adoptedExport(const void* ptr, size_t bytes, bool wanted, SharedMemRef* ref
   if (!adopt(p, bytes, b, e, ref)) return false;
   ref->freeGeneration = sharedMemFreeGeneration();
   return true;
+}
+
+void adoptedRelease() {
+  bool ended = false;
+  lock();
+  for (Range& r : gTable.ranges) {
+    if (r.state != State::Adopted) continue;
+    // The same pages, now private: no copy, and a store of another thread lands either in the file
+    // before or in its private copy after (mmap replaces the mapping atomically).
+    if (rawMmap(r.begin, r.end - r.begin, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, r.fd) == MAP_FAILED)
+      continue;  // stays Adopted
+    ::close(r.fd);
+    r.fd = -1;
+    r.state = State::Private;
+    ended = true;
+  }
+  unlock();
+  if (ended) sharedMemFreed();
 }
 
 AdoptedStats adoptedStats() {

@@ -30,6 +30,10 @@ namespace zcoll {
 // *ref for the adopted part [p + ref->head, p + bytes - ref->tail). False: not (yet) shared.
 bool adoptedExport(const void* p, size_t bytes, bool adopt, SharedMemRef* ref);
 
+// The last communicator that could share memory is gone: every adopted range becomes a private
+// mapping of the same pages (no copy) and gives its descriptor up; used again later, it is adopted anew.
+void adoptedRelease();
+
 // Whether adoption works in this process; why not, if it does not (installs the hooks on first call).
 bool adoptionAvailable(const char** why);
 

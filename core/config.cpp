@@ -164,7 +164,7 @@ const std::vector<ConfigVariable>& configVariables() {
        [](const Config& c, L) { return std::to_string(c.yieldNs); }, nullptr},
       {"ZCOLL_STREAM_STORES", "32M", "all-reduce, reduce-scatter, reduce and all-gather on host memory of at least this size (zcoll-bench's size column) write their results around the cache (non-temporal stores); 0 = never (K/M/G suffixes)",
        [](const Config& c, L) { return std::to_string(c.streamBytes); }, nullptr},
-      {"ZCOLL_ZERO_COPY", "1M", "all-reduces, reduce-scatters, all-gathers and broadcasts of at least this size whose buffers every rank allocated with zcollMemAlloc, on a communicator of one host (shm), run zero-copy: the ranks read each other's buffers in place; 0 = never (K/M/G suffixes)",
+      {"ZCOLL_ZERO_COPY", "32K", "all-reduces, reduce-scatters, all-gathers and broadcasts of at least this size whose buffers every rank allocated with zcollMemAlloc (or registered: ZCOLL_LOCAL_REGISTER), on a communicator of one host (shm), run zero-copy: the ranks read each other's buffers in place; 0 = never (K/M/G suffixes)",
        [](const Config& c, L) { return std::to_string(c.zeroCopyBytes); }, nullptr},
       {"ZCOLL_LOCAL_REGISTER", "1", "1: ZCOLL_ZERO_COPY serves plain host buffers too: the second op on a buffer moves its whole pages into shared memory in place (same address and contents; UCX's memory hooks end the registration when the memory is unmapped or given back, and a forked child gets private copies); 0 = zcollMemAlloc buffers only",
        [](const Config& c, L) { return std::string(c.localRegister ? "1" : "0"); }, nullptr},

@@ -30,8 +30,8 @@ struct Config {
   int64_t yieldNs = 50'000;          // then sched_yield this long, then sleep on a futex
   int64_t streamBytes = 32 << 20;    // ZCOLL_STREAM_STORES: host ops of at least this size write their
                                      // results with non-temporal stores (0 = never)
-  int64_t zeroCopyBytes = 1 << 20;   // ZCOLL_ZERO_COPY: collectives of at least this size on zcollMemAlloc
-                                     // buffers run zero-copy (algorithms/zcopy.hpp; 0 = never)
+  int64_t zeroCopyBytes = 32 << 10;  // ZCOLL_ZERO_COPY: collectives of at least this size on zcollMemAlloc
+                                     // (or registered) buffers run zero-copy (algorithms/zcopy.hpp; 0 = never)
   bool localRegister = true;         // ZCOLL_LOCAL_REGISTER: and on plain buffers used again, whose
                                      // pages are then adopted into shared memory (core/adopted_memory.hpp)
   int64_t eagerBytes = 2048;         // ZCOLL_EAGER_BYTES: host collectives up to this / (nranks - 1)

@@ -33,7 +33,8 @@ int countEntries(const char* dir) {
 struct Usage {
   int threads = 0;
   int fds = 0;
-  int sharedMaps = 0;  // memfd or /dev/shm mappings
+  int sharedMaps = 0;  // shared memfd or /dev/shm mappings (a registered buffer released by the last
+                       // destroy stays a private mapping of its memfd: the caller's memory, not shared)
   long rssKiB = 0;
 };
 
@@ -42,8 +43,11 @@ Usage usage() {
   u.threads = countEntries("/proc/self/task");
   u.fds = countEntries("/proc/self/fd") - 1;  // the directory being read
   std::ifstream maps("/proc/self/maps");
-  for (std::string line; std::getline(maps, line);)
-    if (line.find("/memfd:") != std::string::npos || line.find("/dev/shm/") != std::string::npos) ++u.sharedMaps;
+  for (std::string line; std::getline(maps, line);) {
+    const bool shared = line.size() > 30 && line.find(" rw-s ") != std::string::npos;
+    if (shared && (line.find("/memfd:") != std::string::npos || line.find("/dev/shm/") != std::string::npos))
+      ++u.sharedMaps;
+  }
   std::ifstream statm("/proc/self/statm");
   long size = 0, resident = 0;
   statm >> size >> resident;

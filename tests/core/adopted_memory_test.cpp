@@ -40,14 +40,15 @@ class AdoptedMemory : public ::testing::Test {
       if (p[i] != static_cast<uint8_t>(seed + i * 7)) return false;
     return true;
   }
-  // Whether /proc/self/maps maps address a from an adopted memfd.
+  // Whether /proc/self/maps maps address a shared from an adopted memfd.
   static bool sharedAt(const void* a) {
     std::ifstream maps("/proc/self/maps");
     for (std::string line; std::getline(maps, line);) {
       uintptr_t lo = 0, hi = 0;
       if (std::sscanf(line.c_str(), "%lx-%lx", &lo, &hi) != 2) continue;
       const auto x = reinterpret_cast<uintptr_t>(a);
-      if (lo <= x && x < hi) return line.find("/memfd:zcoll-adopt") != std::string::npos;
+      if (lo <= x && x < hi)
+        return line.find("/memfd:zcoll-adopt") != std::string::npos && line.find(" rw-s ") != std::string::npos;
     }
     return false;
   }
@@ -212,6 +213,29 @@ TEST_F(AdoptedMemory, AtMost64RangesHoldADescriptor) {
   EXPECT_TRUE(adoptedExport(m + static_cast<size_t>(kBuffers - 1) * 3 * kPage, 2 * kPage, true, &ref));
   munmap(m, kBuffers * 3 * kPage);
   EXPECT_EQ(adoptedStats().stale, 0) << "unmapped: nothing left to track";
+}
+
+// The last communicator gone: adopted ranges become private mappings of the same pages (no copy, no
+// descriptor), no longer exportable; a later use adopts them anew.
+TEST_F(AdoptedMemory, ReleaseMakesRangesPrivateInPlace) {
+  uint8_t* m = anon(16);
+  ASSERT_NE(m, nullptr);
+  fill(m, 16 * kPage, 4);
+  SharedMemRef ref;
+  adoptedExport(m, 16 * kPage, true, &ref);
+  ASSERT_TRUE(adoptedExport(m, 16 * kPage, true, &ref));
+  const int fd = ref.fd;
+  adoptedRelease();
+  EXPECT_FALSE(sharedAt(m)) << "a private mapping now";
+  EXPECT_EQ(fcntl(fd, F_GETFD), -1) << "its descriptor closed";
+  EXPECT_TRUE(holds(m, 16 * kPage, 4));
+  m[3] = 0x5a;  // a store after the release is the process's alone
+  EXPECT_EQ(m[3], 0x5a);
+  ASSERT_EQ(madvise(m, kPage, MADV_DONTNEED), 0);
+  EXPECT_EQ(m[3], 0) << "given back: zero, as private memory";
+  EXPECT_FALSE(adoptedExport(m + kPage, 8 * kPage, true, &ref));
+  EXPECT_TRUE(adoptedExport(m + kPage, 8 * kPage, true, &ref)) << "adopted anew";
+  munmap(m, 16 * kPage);
 }
 
 TEST_F(AdoptedMemory, FilesReadOnlyMemoryAndSmallBuffersStayAsTheyAre) {

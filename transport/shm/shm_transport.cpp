@@ -13,12 +13,18 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/adopted_memory.hpp"
 #include "core/log.hpp"
 #include "core/membarrier.hpp"
 #include "transport/shm/memfd_exchange.hpp"
 
 namespace zcoll::shm {
+
 namespace {
+// Host transports alive in this process: when the last goes, registered plain buffers stop being shared.
+std::atomic<int> gLiveHostTransports{0};
+
+
 
 long futex(std::atomic<uint32_t>* addr, int op, uint32_t value, const timespec* timeout) {
   return ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(addr), op, value, timeout, nullptr, 0);
@@ -167,6 +173,10 @@ Status ShmTransport::create(const TransportArgs& args, std::unique_ptr<Transport
              t->name(), nranks, t->layout_.slots, t->layout_.slotBytes, bytes,
              t->lightRing_ ? "fenced by the sleeper (membarrier)" : "fenced on both sides",
              device ? fmt::format(", {} bytes of device memory", t->deviceMapped_) : std::string());
+  if (t->localRegister_ && !device) {
+    t->counted_ = true;
+    gLiveHostTransports.fetch_add(1);
+  }
   *out = std::move(t);
   return Status::ok();
 }
@@ -177,6 +187,7 @@ ShmTransport::~ShmTransport() {
     if (p.segment) ::munmap(p.segment, bytes);
     dropImports(p);
   }
+  if (counted_ && gLiveHostTransports.fetch_sub(1) == 1) adoptedRelease();
   for (void* d : deviceData_)
     if (d) device_->freeShareable(d, deviceMapped_);
 }

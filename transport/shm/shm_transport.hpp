@@ -101,7 +101,8 @@ class ShmTransport final : public Transport {
   int rank_ = 0;
   size_t stride_ = 0;
   bool inlineSmall_ = true;
-  bool localRegister_ = false;  // ZCOLL_LOCAL_REGISTER  // host slots: small chunks are copied into the slot header
+  bool localRegister_ = false;  // ZCOLL_LOCAL_REGISTER
+  bool counted_ = false;        // in the count of host transports (the last one releases registrations)  // host slots: small chunks are copied into the slot header
   // Every rank of the group takes hostBarrier()s: ring() orders its publish before its look at the
   // peer's sleepers with a compiler barrier, and a rank going to sleep pays the fence for both sides
   // (an 8-byte op's seq_cst fence drained the store buffer, whose slot line was still on its way).
