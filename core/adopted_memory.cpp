@@ -16,6 +16,7 @@
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string_view>
@@ -73,8 +74,8 @@ void* rawMmap(uintptr_t addr, size_t len, int prot, int flags, int fd) {
 }
 void rawMunmap(void* p, size_t len) { ::syscall(SYS_munmap, p, len); }
 
-// Under the lock: a Stale entry for [b, e), or the table is full (adoption then stops: a shared range
-// nobody tracks would not be reverted at fork).
+// Under the lock: an entry for [b, e) in that state, or the table is full (adoption then stops: a
+// shared range nobody tracks would not be reverted at fork).
 void track(uintptr_t b, uintptr_t e, State state) {
   if (b >= e) return;
   for (Range& r : gTable.ranges)
@@ -238,6 +239,26 @@ const Hooks& hooks() {
   return h;
 }
 
+// Where the brk heap starts (/proc/self/stat's start_brk, field 47); 0 if unknown (every range below
+// the break then counts as heap: checked, never missed).
+uintptr_t heapStart() {
+  static const uintptr_t start = [] {
+    uintptr_t v = 0;
+    if (FILE* f = std::fopen("/proc/self/stat", "re")) {
+      char buf[1024];
+      const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+      std::fclose(f);
+      buf[n] = 0;
+      const char* at = std::strrchr(buf, ')');
+      for (int field = 2; at && *at && field < 47; ++at)
+        if (*at == ' ') ++field;
+      if (at) v = static_cast<uintptr_t>(std::strtoull(at, nullptr, 10));
+    }
+    return v;
+  }();
+  return start;
+}
+
 // Whether every page of [b, e) is private anonymous read-write memory or adopted memory, mapped
 // without holes, and the process is far from its mapping limit (each adoption splits a mapping).
 bool plainPages(uintptr_t b, uintptr_t e, bool* heap) {
@@ -260,7 +281,7 @@ bool plainPages(uintptr_t b, uintptr_t e, bool* heap) {
     while (!path.empty() && (path.back() == '\n' || path.back() == ' ')) path.remove_suffix(1);
     const bool anon = std::string_view(perms) == "rw-p" && inode == 0 &&
                       (path.empty() || path == "[heap]" || path.starts_with("[anon:"));
-    if (path == "[heap]") *heap = true;
+
     // ours: adopted (shared), or released (a private mapping of the memfd)
     const bool ours = (std::string_view(perms) == "rw-s" || std::string_view(perms) == "rw-p") &&
                       path.starts_with("/memfd:") && path.substr(7).starts_with(kMemfdName);
@@ -268,6 +289,9 @@ bool plainPages(uintptr_t b, uintptr_t e, bool* heap) {
     covered = hi;
   }
   std::fclose(f);
+  // In the brk heap: by address, since a range adopted before shows as its memfd, not as [heap].
+  const uintptr_t brk = static_cast<uintptr_t>(::syscall(SYS_brk, 0));
+  *heap = b < brk && heapStart() < e;
   long limit = 65530;
   if (FILE* m = std::fopen("/proc/sys/vm/max_map_count", "re")) {
     if (std::fscanf(m, "%ld", &limit) != 1) limit = 65530;
