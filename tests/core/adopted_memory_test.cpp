@@ -32,6 +32,14 @@ class AdoptedMemory : public ::testing::Test {
     void* p = mmap(nullptr, pages * kPage, prot, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     return p == MAP_FAILED ? nullptr : static_cast<uint8_t*>(p);
   }
+  // `pages` fresh pages holding seed's pattern, adopted (exported twice); nullptr if not.
+  static uint8_t* adoptedAnon(size_t pages, uint8_t seed, SharedMemRef* ref) {
+    uint8_t* m = anon(pages);
+    if (!m) return nullptr;
+    fill(m, pages * kPage, seed);
+    adoptedExport(m, pages * kPage, true, ref);
+    return adoptedExport(m, pages * kPage, true, ref) ? m : nullptr;
+  }
   static void fill(uint8_t* p, size_t n, uint8_t seed) {
     for (size_t i = 0; i < n; ++i) p[i] = static_cast<uint8_t>(seed + i * 7);
   }
@@ -94,12 +102,9 @@ TEST_F(AdoptedMemory, SecondUseMovesTheWholePagesInPlace) {
 }
 
 TEST_F(AdoptedMemory, MunmapEndsTheRegistration) {
-  uint8_t* m = anon(32);
-  ASSERT_NE(m, nullptr);
-  fill(m, 32 * kPage, 1);
   SharedMemRef ref;
-  adoptedExport(m, 32 * kPage, true, &ref);
-  ASSERT_TRUE(adoptedExport(m, 32 * kPage, true, &ref));
+  uint8_t* m = adoptedAnon(32, 1, &ref);
+  ASSERT_NE(m, nullptr);
   const AdoptedStats before = adoptedStats();
   const uint64_t generation = sharedMemFreeGeneration();
   ASSERT_EQ(munmap(m, 32 * kPage), 0);
@@ -116,12 +121,9 @@ TEST_F(AdoptedMemory, MunmapEndsTheRegistration) {
 }
 
 TEST_F(AdoptedMemory, MadviseDontNeedGivesZeroPagesAsPrivateMemoryWould) {
-  uint8_t* m = anon(16);
-  ASSERT_NE(m, nullptr);
-  fill(m, 16 * kPage, 9);
   SharedMemRef ref;
-  adoptedExport(m, 16 * kPage, true, &ref);
-  ASSERT_TRUE(adoptedExport(m, 16 * kPage, true, &ref));
+  uint8_t* m = adoptedAnon(16, 9, &ref);
+  ASSERT_NE(m, nullptr);
   ASSERT_EQ(madvise(m + 4 * kPage, 2 * kPage, MADV_DONTNEED), 0);
   for (size_t i = 4 * kPage; i < 6 * kPage; ++i) ASSERT_EQ(m[i], 0) << "byte " << i;
   EXPECT_TRUE(holds(m, 4 * kPage, 9));
@@ -159,12 +161,9 @@ TEST_F(AdoptedMemory, TheBrkHeapIsCheckedAtEachUse) {
 }
 
 TEST_F(AdoptedMemory, AForkedChildGetsAPrivateCopy) {
-  uint8_t* m = anon(16);
-  ASSERT_NE(m, nullptr);
-  fill(m, 16 * kPage, 5);
   SharedMemRef ref;
-  adoptedExport(m, 16 * kPage, true, &ref);
-  ASSERT_TRUE(adoptedExport(m, 16 * kPage, true, &ref));
+  uint8_t* m = adoptedAnon(16, 5, &ref);
+  ASSERT_NE(m, nullptr);
   int toChild[2], toParent[2];
   ASSERT_EQ(pipe(toChild), 0);
   ASSERT_EQ(pipe(toParent), 0);
@@ -218,12 +217,9 @@ TEST_F(AdoptedMemory, AtMost64RangesHoldADescriptor) {
 // The last communicator gone: adopted ranges become private mappings of the same pages (no copy, no
 // descriptor), no longer exportable; a later use adopts them anew.
 TEST_F(AdoptedMemory, ReleaseMakesRangesPrivateInPlace) {
-  uint8_t* m = anon(16);
-  ASSERT_NE(m, nullptr);
-  fill(m, 16 * kPage, 4);
   SharedMemRef ref;
-  adoptedExport(m, 16 * kPage, true, &ref);
-  ASSERT_TRUE(adoptedExport(m, 16 * kPage, true, &ref));
+  uint8_t* m = adoptedAnon(16, 4, &ref);
+  ASSERT_NE(m, nullptr);
   const int fd = ref.fd;
   adoptedRelease();
   EXPECT_FALSE(sharedAt(m)) << "a private mapping now";
