@@ -166,17 +166,21 @@ void onMemoryEvent(ucm_event_type_t type, ucm_event_t* ev, void*) {
 constexpr int kEvents = UCM_EVENT_MUNMAP | UCM_EVENT_MREMAP | UCM_EVENT_MMAP | UCM_EVENT_SHMAT | UCM_EVENT_MADVISE;
 #endif
 
-// fork: no adoption is under way while it copies the table; the child turns every shared range back
-// into a private copy (fork's promise) and closes the memfds it inherited.
-void forkPrepare() { lock(); }
-void forkParent() { unlock(); }
+// fork: the child turns every shared range back into a private copy (fork's promise) and closes the
+// memfds it inherited. The prepare handler only snapshots the table: holding the lock across fork
+// would deadlock with a thread in free() that holds a malloc lock (fork takes those after the
+// handlers) and waits for this lock in a hook. A range adopted between the snapshot and the fork
+// stays shared in the child (an adoption racing a fork of another thread).
+Range gForkSnapshot[kMaxRanges];
+void forkPrepare() {
+  lock();
+  std::memcpy(static_cast<void*>(gForkSnapshot), static_cast<const void*>(gTable.ranges), sizeof gForkSnapshot);
+  unlock();
+}
 void forkChild() {
-  for (Range& r : gTable.ranges) {
-    if (r.state == State::Free) continue;
-    if (r.state == State::Private) {  // forks as private memory does
-      r.state = State::Free;
-      continue;
-    }
+  gTable.locked.store(false, std::memory_order_relaxed);  // its holder, if any, is not in the child
+  for (Range& r : gForkSnapshot) {
+    if (r.state == State::Free || r.state == State::Private) continue;  // Private forks as private memory does
     const size_t len = r.end - r.begin;
     // (msync fails on a range no longer mapped: nothing to copy then)
     void* copy = ::msync(reinterpret_cast<void*>(r.begin), len, MS_ASYNC) != 0
@@ -187,13 +191,13 @@ void forkChild() {
       if (::syscall(SYS_mremap, copy, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, r.begin) != -1) ++gTable.reverted;
       else rawMunmap(copy, len);
     }
-    if (r.state == State::Adopted) ::close(r.fd);
-    r.state = State::Free;
+    struct stat st {};  // still that memfd (the parent may have closed it after the snapshot)
+    if (r.state == State::Adopted && ::fstat(r.fd, &st) == 0 && static_cast<uint64_t>(st.st_ino) == r.ino) ::close(r.fd);
   }
+  for (Range& r : gTable.ranges) r.state = State::Free;
   for (int i = 0; i < kMaxCandidates; ++i) gTable.candBegin[i] = gTable.candEnd[i] = 0;
   if (gTable.pagemap > 0) ::close(gTable.pagemap - 1);
   gTable.pagemap = 0;
-  unlock();
 }
 
 // Under the lock: whether a brk-heap range still maps its memfd. The heap shrinks through brk, which
@@ -224,7 +228,7 @@ const Hooks& hooks() {
     } else if (ucm_test_events(kEvents) != UCS_OK) {
       ucm_unset_event_handler(events, onMemoryEvent, nullptr);
       x.why = "UCX's memory hooks failed their test (munmap and madvise are not seen)";
-    } else if (::pthread_atfork(forkPrepare, forkParent, forkChild) != 0) {
+    } else if (::pthread_atfork(forkPrepare, nullptr, forkChild) != 0) {
       ucm_unset_event_handler(events, onMemoryEvent, nullptr);
       x.why = "pthread_atfork failed";
     } else {
@@ -337,7 +341,7 @@ bool adopt(uintptr_t p, size_t bytes, uintptr_t b, uintptr_t e, SharedMemRef* re
     // Under the lock: a hook (munmap, madvise) of another thread on these pages waits for the move.
     std::memcpy(staging, reinterpret_cast<void*>(b), len);
     if (rawMmap(b, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_POPULATE, fd) != MAP_FAILED) {
-      ended = forgetLocked(b, e, false);  // older ranges inside these pages end; their outer parts stay Stale
+      ended = forgetLocked(b, e, false);  // older ranges on these pages end; their outer parts stay tracked
       for (Range& r : gTable.ranges)
         if (r.state == State::Free) {
           r = Range{b, e, State::Adopted, heap, fd, kIdBase + ++gTable.nextId, static_cast<uint64_t>(st.st_dev),
@@ -399,7 +403,7 @@ bool adoptedExport(const void* ptr, size_t bytes, bool wanted, SharedMemRef* ref
   unlock();
   if (ended) sharedMemFreed();
   if (!seen || full) return false;
-  // The generation before the move: a peer holding an older range of these pages drops it.
+  // The generation after the move: a peer holding an older range of these pages (ended by it) drops it.
   if (!adopt(p, bytes, b, e, ref)) return false;
   ref->freeGeneration = sharedMemFreeGeneration();
   return true;
