@@ -414,6 +414,12 @@ void adoptedRelease() {
   lock();
   for (Range& r : gTable.ranges) {
     if (r.state != State::Adopted) continue;
+    // A brk-heap range the heap's top took away (and maybe gave back as fresh pages, now malloc's):
+    // the memfd's old bytes must not go back over them.
+    if (!stillMapped(r)) {
+      ended = forgetLocked(r.begin, r.end, false) || ended;
+      continue;
+    }
     // The same pages, now private: no copy, and a store of another thread lands either in the file
     // before or in its private copy after (mmap replaces the mapping atomically).
     if (rawMmap(r.begin, r.end - r.begin, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, r.fd) == MAP_FAILED)

@@ -152,6 +152,12 @@ TEST_F(AdoptedMemory, TheBrkHeapIsCheckedAtEachUse) {
   ASSERT_NE(sbrk(-static_cast<intptr_t>(16 * kPage)), reinterpret_cast<void*>(-1));
   ASSERT_NE(sbrk(static_cast<intptr_t>(16 * kPage)), reinterpret_cast<void*>(-1));
   EXPECT_FALSE(sharedAt(m + 31 * kPage)) << "fresh pages";
+  // Released before any use saw it (the last communicator destroyed): the memfd's old bytes must not
+  // come back over the fresh pages (malloc's by then: the torch suite's heap was corrupted so).
+  std::memset(m + 16 * kPage, 0x3c, 16 * kPage);
+  adoptedRelease();
+  for (size_t i = 16 * kPage; i < 32 * kPage; ++i) ASSERT_EQ(m[i], 0x3c) << "byte " << i;
+  std::memset(m + 16 * kPage, 0, 16 * kPage);
   EXPECT_FALSE(adoptedExport(m, 32 * kPage, true, &ref)) << "not the memfd any more";
   EXPECT_EQ(adoptedStats().invalidations, before.invalidations + 1);
   EXPECT_GT(sharedMemFreeGeneration(), generation);
