@@ -57,7 +57,7 @@ struct Table {
   uintptr_t candBegin[kMaxCandidates], candEnd[kMaxCandidates];
   int nextCand;
   uint64_t nextId, clock;
-  uint64_t adoptions, invalidations, reverted;
+  uint64_t invalidations;
   bool full;  // a range could not be tracked (then adoption stops: see track)
   int pagemap;  // /proc/self/pagemap + 1 (0: not open; a forked child reopens its own)
 };
@@ -188,8 +188,7 @@ void forkChild() {
                      : rawMmap(0, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1);
     if (copy != MAP_FAILED) {
       std::memcpy(copy, reinterpret_cast<void*>(r.begin), len);
-      if (::syscall(SYS_mremap, copy, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, r.begin) != -1) ++gTable.reverted;
-      else rawMunmap(copy, len);
+      if (::syscall(SYS_mremap, copy, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, r.begin) == -1) rawMunmap(copy, len);
     }
     struct stat st {};  // still that memfd (the parent may have closed it after the snapshot)
     if (r.state == State::Adopted && ::fstat(r.fd, &st) == 0 && static_cast<uint64_t>(st.st_ino) == r.ino) ::close(r.fd);
@@ -346,7 +345,6 @@ bool adopt(uintptr_t p, size_t bytes, uintptr_t b, uintptr_t e, SharedMemRef* re
         if (r.state == State::Free) {
           r = Range{b, e, State::Adopted, heap, fd, kIdBase + ++gTable.nextId, static_cast<uint64_t>(st.st_dev),
                     static_cast<uint64_t>(st.st_ino), ++gTable.clock};
-          ++gTable.adoptions;
           fill(r, p, bytes, b, e, ref);
           done = true;
           break;
@@ -383,7 +381,6 @@ bool adoptedExport(const void* ptr, size_t bytes, bool wanted, SharedMemRef* ref
       }
       fill(r, p, bytes, b, e, ref);
       r.used = ++gTable.clock;
-      ref->freeGeneration = sharedMemFreeGeneration();
       unlock();
       return true;
     }
@@ -403,10 +400,7 @@ bool adoptedExport(const void* ptr, size_t bytes, bool wanted, SharedMemRef* ref
   unlock();
   if (ended) sharedMemFreed();
   if (!seen || full) return false;
-  // The generation after the move: a peer holding an older range of these pages (ended by it) drops it.
-  if (!adopt(p, bytes, b, e, ref)) return false;
-  ref->freeGeneration = sharedMemFreeGeneration();
-  return true;
+  return adopt(p, bytes, b, e, ref);
 }
 
 void adoptedRelease() {
@@ -440,10 +434,7 @@ AdoptedStats adoptedStats() {
     if (r.state == State::Adopted) ++s.adopted;
     if (r.state == State::Stale) ++s.stale;
   }
-  for (int i = 0; i < kMaxCandidates; ++i) s.candidates += gTable.candEnd[i] > 0;
-  s.adoptions = gTable.adoptions;
   s.invalidations = gTable.invalidations;
-  s.reverted = gTable.reverted;
   unlock();
   return s;
 }

@@ -27,7 +27,8 @@
 namespace zcoll {
 
 // Finds [p, p + bytes) in adopted memory, or notes or adopts it (adopt: the op asks for it); fills
-// *ref for the adopted part [p + ref->head, p + bytes - ref->tail). False: not (yet) shared.
+// *ref for the adopted part [p + ref->head, p + bytes - ref->tail), all but its free generation
+// (sharedMemExport's). False: not (yet) shared.
 bool adoptedExport(const void* p, size_t bytes, bool adopt, SharedMemRef* ref);
 
 // The last communicator that could share memory is gone: every adopted range becomes a private
@@ -38,10 +39,9 @@ void adoptedRelease();
 bool adoptionAvailable(const char** why);
 
 struct AdoptedStats {
-  int adopted = 0;     // ranges exportable now
-  int stale = 0;       // parts of ranges still shared but no longer registered (reverted at fork)
-  int candidates = 0;  // ranges seen once
-  uint64_t adoptions = 0, invalidations = 0, reverted = 0;
+  int adopted = 0;  // ranges exportable now
+  int stale = 0;    // parts of ranges still shared but no longer registered (reverted at fork)
+  uint64_t invalidations = 0;  // registrations ended
 };
 AdoptedStats adoptedStats();
 

@@ -104,7 +104,11 @@ bool sharedMemFind(const void* p, size_t bytes, SharedMemRef* ref) {
 }
 
 bool sharedMemExport(const void* p, size_t bytes, bool adopt, SharedMemRef* ref) {
-  return sharedMemFind(p, bytes, ref) || adoptedExport(p, bytes, adopt, ref);
+  if (sharedMemFind(p, bytes, ref)) return true;
+  if (!adoptedExport(p, bytes, adopt, ref)) return false;
+  // After any move it made: a peer holding an older range of these pages (ended by it) drops it.
+  ref->freeGeneration = sharedMemFreeGeneration();
+  return true;
 }
 
 uint64_t sharedMemFreeGeneration() { return gFrees.load(std::memory_order_acquire); }
