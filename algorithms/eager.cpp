@@ -132,7 +132,7 @@ class EagerOp {
 
   Status send(int peer, const void* src, size_t bytes) {
     SendSlot slot;
-    const WaitResult w = ctx_.waiter->until([&] { return t_->tryAcquireSend(peer, &slot); },
+    const WaitResult w = ctx_.waiter->until([&] { return t_->tryAcquireSendFor(peer, bytes, &slot); },
                                             [&] { return t_->peerExited(peer) ? peer : -1; }, t_, peer);
     if (w != WaitResult::Ready) return failure(w, "waiting for FIFO room at", peer);
     copyBytes(slot.data, src, bytes);

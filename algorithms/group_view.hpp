@@ -17,6 +17,9 @@ class GroupView final : public Transport {
   int slotsPerPeer() const override { return base_.slotsPerPeer(); }
   int exchangeWindow(int peer) const override { return base_.exchangeWindow(ranks_[peer]); }
   bool tryAcquireSend(int peer, SendSlot* slot) override { return base_.tryAcquireSend(ranks_[peer], slot); }
+  bool tryAcquireSendFor(int peer, size_t bytes, SendSlot* slot) override {
+    return base_.tryAcquireSendFor(ranks_[peer], bytes, slot);
+  }
   void commitSend(int peer, size_t bytes) override { base_.commitSend(ranks_[peer], bytes); }
   bool commitSendFrom(int peer, const void* src, size_t bytes) override {
     return base_.commitSendFrom(ranks_[peer], src, bytes);

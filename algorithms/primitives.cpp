@@ -91,7 +91,7 @@ Status Primitives::step(int recvPeer, int sendPeer, const void* local, void* dst
     if (in.bytes != bytes) return chunkSizeMismatch(op_, algoName_, ctx_.rank, in.bytes, recvPeer, bytes);
   }
   if (sendPeer >= 0) {
-    WaitResult r = ctx_.waiter->until([&] { return t->tryAcquireSend(sendPeer, &out); },
+    WaitResult r = ctx_.waiter->until([&] { return t->tryAcquireSendFor(sendPeer, bytes, &out); },
                                       [&] { return t->peerExited(sendPeer) ? sendPeer : -1; }, t, sendPeer);
     if (r != WaitResult::Ready) return waitFailure(r, sendPeer, "waiting for FIFO room at");
   }

@@ -37,6 +37,11 @@ class MixedTransport final : public Transport {
     if (viaLocal_[static_cast<size_t>(peer)]) remote_->progress();
     return false;
   }
+  bool tryAcquireSendFor(int peer, size_t bytes, SendSlot* slot) override {
+    if (part(peer).tryAcquireSendFor(peer, bytes, slot)) return true;
+    if (viaLocal_[static_cast<size_t>(peer)]) remote_->progress();
+    return false;
+  }
   void commitSend(int peer, size_t bytes) override { part(peer).commitSend(peer, bytes); }
   bool commitSendFrom(int peer, const void* src, size_t bytes) override {
     return part(peer).commitSendFrom(peer, src, bytes);

@@ -69,6 +69,12 @@ class Transport {
   }
 
   virtual bool tryAcquireSend(int peer, SendSlot* slot) = 0;
+  // The same for a chunk of exactly `bytes` (the commit's size): a transport may then give a smaller
+  // slot that costs less (shm: a small chunk inside its header, which takes no data slot).
+  virtual bool tryAcquireSendFor(int peer, size_t bytes, SendSlot* slot) {
+    (void)bytes;
+    return tryAcquireSend(peer, slot);
+  }
   virtual void commitSend(int peer, size_t bytes) = 0;
   // Zero copy: commits the slot taken by tryAcquireSend with `bytes` read from src (caller memory)
   // instead of the slot's contents, or returns false - the caller then copies into the slot and

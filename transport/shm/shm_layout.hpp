@@ -5,11 +5,13 @@
 //   [SegmentHeader: 4 KiB][FifoCtrl x (nranks-1)][page-aligned data: (nranks-1) x slots x slotStride]
 // (the data part in device memory instead for the cuda_ipc transport)
 // The FIFO from sender s sits at index fifoIndex(owner, s). The sender writes into the owner's
-// segment; the owner reads in place. Each slot has a header line (SlotHeader) the sender writes last:
-// the chunk's size and its FIFO position (seq), which is what the owner polls; tail, on its own line,
-// is written by the owner. A host chunk of at most kInlineBytes is also copied into its header line,
-// so the owner takes a small message with one cache-line transfer instead of three (position, size,
-// data): the latency of every small op.
+// segment; the owner reads in place. Each chunk has a header (SlotHeader) the sender writes last: the
+// chunk's size and its FIFO position (seq), which is what the owner polls; tail and dataTail, on their
+// own line, are written by the owner. Host FIFOs: a chunk of at most kInlineBytes travels inside its
+// header alone (one cache-line transfer up to 48 bytes instead of three: position, size, data) and
+// takes no data slot, so a sender may run kMaxSlots small chunks ahead of its receiver (a broadcast
+// root's loop) while the data slots bound only the large ones. Device FIFOs (cuda_ipc) keep the data
+// in device memory: one header per data slot.
 #pragma once
 
 #include <atomic>
@@ -18,7 +20,7 @@
 
 namespace zcoll::shm {
 
-inline constexpr uint64_t kSegmentMagic = 0x7a636f6c6c534832ull;  // "zcollSH2" (with hostBarrier)
+inline constexpr uint64_t kSegmentMagic = 0x7a636f6c6c534833ull;  // "zcollSH3" (headers apart from data slots)
 inline constexpr int kMaxSlots = 64;
 
 struct alignas(64) SegmentHeader {
@@ -36,17 +38,19 @@ struct alignas(64) SegmentHeader {
   alignas(64) std::atomic<uint32_t> fdSleepers;
 };
 
-inline constexpr size_t kInlineBytes = 48;
+inline constexpr size_t kInlineBytes = 240;
+inline constexpr size_t kFirstLineInline = 48;  // what fits in the header's first cache line
 
 struct alignas(64) SlotHeader {
-  std::atomic<uint64_t> seq;           // 1 + the FIFO position of the chunk in the slot; written last
+  std::atomic<uint64_t> seq;           // 1 + the FIFO position of the chunk; written last
   uint64_t bytes;                      // its payload size
-  uint8_t inlined[kInlineBytes];       // host FIFOs: a chunk of at most kInlineBytes, copied here too
+  uint8_t inlined[kInlineBytes];       // host FIFOs: a chunk of at most kInlineBytes lives here
 };
-static_assert(sizeof(SlotHeader) == 64);
+static_assert(sizeof(SlotHeader) == 256);
 
 struct alignas(64) FifoCtrl {
   alignas(64) std::atomic<uint64_t> tail;  // chunks released by the receiver
+  std::atomic<uint64_t> dataTail;          // of them, those that held a data slot
   SlotHeader slot[kMaxSlots];
 };
 

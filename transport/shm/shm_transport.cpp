@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cassert>
 #include <cstring>
 
 #include "core/adopted_memory.hpp"
@@ -74,6 +75,7 @@ Status ShmTransport::create(const TransportArgs& args, std::unique_ptr<Transport
   t->layout_.slotBytes = static_cast<size_t>(config.chunkBytes);
   t->layout_.hostData = device == nullptr;
   t->inlineSmall_ = t->layout_.hostData;  // device slots: a chunk must stay in device memory
+  t->headers_ = t->inlineSmall_ ? kMaxSlots : static_cast<size_t>(config.fifoSlots);
   t->localRegister_ = args.config.localRegister;
   t->stride_ = t->layout_.slotStride();
   const size_t bytes = t->layout_.totalBytes();
@@ -208,42 +210,68 @@ void ShmTransport::ring(const Peer& p) const {
   }
 }
 
+bool ShmTransport::headerRoom(Peer& p) {
+  if (p.sendHead - p.cachedTail < headers_) return true;
+  p.cachedTail = p.outCtrl->tail.load(std::memory_order_acquire);
+  return p.sendHead - p.cachedTail < headers_;
+}
+
 bool ShmTransport::tryAcquireSend(int peer, SendSlot* slot) {
   Peer& p = peers_[peer];
-  if (p.sendHead - p.cachedTail >= static_cast<uint64_t>(layout_.slots)) {
-    p.cachedTail = p.outCtrl->tail.load(std::memory_order_acquire);
-    if (p.sendHead - p.cachedTail >= static_cast<uint64_t>(layout_.slots)) return false;
+  if (!headerRoom(p)) return false;
+  if (p.sendData - p.cachedDataTail >= static_cast<uint64_t>(layout_.slots)) {
+    p.cachedDataTail = p.outCtrl->dataTail.load(std::memory_order_acquire);
+    if (p.sendData - p.cachedDataTail >= static_cast<uint64_t>(layout_.slots)) return false;
   }
-  slot->data = p.outData + p.sendIndex * stride_;
+  slot->data = p.outData + p.sendDataIndex * stride_;
   slot->capacity = layout_.slotBytes;
+  p.acquiredInline = false;
+  return true;
+}
+
+bool ShmTransport::tryAcquireSendFor(int peer, size_t bytes, SendSlot* slot) {
+  if (!inlined(bytes)) return tryAcquireSend(peer, slot);
+  Peer& p = peers_[peer];
+  if (!headerRoom(p)) return false;
+  slot->data = p.outCtrl->slot[p.sendIndex].inlined;
+  slot->capacity = kInlineBytes;
+  p.acquiredInline = true;
   return true;
 }
 
 void ShmTransport::commitSend(int peer, size_t bytes) {
   Peer& p = peers_[peer];
-  const size_t index = p.sendIndex;
-  SlotHeader& h = p.outCtrl->slot[index];
+  SlotHeader& h = p.outCtrl->slot[p.sendIndex];
   h.bytes = bytes;
-  if (inlineSmall_ && bytes <= kInlineBytes) std::memcpy(h.inlined, p.outData + index * stride_, bytes);
+  assert(!p.acquiredInline || inlined(bytes));  // a slot taken for a small chunk holds no more
+  if (inlined(bytes)) {
+    if (!p.acquiredInline) std::memcpy(h.inlined, p.outData + p.sendDataIndex * stride_, bytes);
+  } else {
+    ++p.sendData;
+    p.sendDataIndex = nextData(p.sendDataIndex);
+  }
   h.seq.store(++p.sendHead, std::memory_order_release);
-  p.sendIndex = nextIndex(index);
+  p.sendIndex = nextHeader(p.sendIndex);
   ring(p);
 }
 
 bool ShmTransport::tryRecv(int peer, RecvChunk* chunk) {
   Peer& p = peers_[peer];
-  const size_t index = p.recvIndex;
-  const SlotHeader& h = p.inCtrl->slot[index];
+  const SlotHeader& h = p.inCtrl->slot[p.recvIndex];
   if (h.seq.load(std::memory_order_acquire) != p.recvTail + 1) return false;
   chunk->bytes = h.bytes;
-  chunk->data = inlineSmall_ && chunk->bytes <= kInlineBytes ? h.inlined : p.inData + index * stride_;
+  chunk->data = inlined(chunk->bytes) ? h.inlined : p.inData + p.recvDataIndex * stride_;
   return true;
 }
 
 void ShmTransport::releaseRecv(int peer) {
   Peer& p = peers_[peer];
+  if (!inlined(p.inCtrl->slot[p.recvIndex].bytes)) {
+    p.inCtrl->dataTail.store(++p.recvData, std::memory_order_release);
+    p.recvDataIndex = nextData(p.recvDataIndex);
+  }
   p.inCtrl->tail.store(++p.recvTail, std::memory_order_release);
-  p.recvIndex = nextIndex(p.recvIndex);
+  p.recvIndex = nextHeader(p.recvIndex);
   // The next chunk's header line, on its way while this rank finishes its op: when the sender is
   // ahead it was written already and the next tryRecv hits.
   __builtin_prefetch(&p.inCtrl->slot[p.recvIndex]);

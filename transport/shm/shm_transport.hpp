@@ -6,8 +6,8 @@
 // memory goes away with the last mapping, even after kill -9.
 // Cost per chunk: the sender writes the slot (one pass over the data, often fused with a reduction),
 // the receiver reads it; two atomic stores and a doorbell check per chunk; no syscall unless the
-// other side sleeps, no fence where membarrier serves (the sleeper fences for both). A chunk of at
-// most kInlineBytes travels inside its slot's header line (one cache-line transfer).
+// other side sleeps, no fence where membarrier serves (the sleeper fences for both). A host chunk of
+// at most kInlineBytes travels inside its header and takes no data slot (shm_layout.hpp).
 #pragma once
 
 #include <atomic>
@@ -44,6 +44,7 @@ class ShmTransport final : public Transport {
   int exchangeWindow(int) const override { return 1; }
 
   bool tryAcquireSend(int peer, SendSlot* slot) override;
+  bool tryAcquireSendFor(int peer, size_t bytes, SendSlot* slot) override;
   void commitSend(int peer, size_t bytes) override;
   bool tryRecv(int peer, RecvChunk* chunk) override;
   void releaseRecv(int peer) override;
@@ -75,11 +76,17 @@ class ShmTransport final : public Transport {
     uint8_t* outData = nullptr;
     FifoCtrl* inCtrl = nullptr;     // FIFO peer -> me, in my segment
     const uint8_t* inData = nullptr;
-    uint64_t sendHead = 0;          // chunks I published to the peer
-    uint64_t cachedTail = 0;        // the peer's tail as last read
+    uint64_t sendHead = 0;          // chunks I published to the peer (headers)
+    uint64_t sendData = 0;          // of them, those in a data slot
+    uint64_t cachedTail = 0;        // the peer's tail and dataTail as last read
+    uint64_t cachedDataTail = 0;
     uint64_t recvTail = 0;          // chunks I released from the peer
-    size_t sendIndex = 0;           // sendHead and recvTail modulo the slots (no division per chunk)
+    uint64_t recvData = 0;          // of them, those in a data slot
+    size_t sendIndex = 0;           // the counts modulo the headers or the data slots (no division per chunk)
+    size_t sendDataIndex = 0;
     size_t recvIndex = 0;
+    size_t recvDataIndex = 0;
+    bool acquiredInline = false;    // the slot last acquired is the next header's inline bytes
     Fd wakeFd;                      // the peer's wake eventfd (mixed communicators)
     // The peer's zcollMemAlloc allocations mapped here, valid while its free generation is this.
     struct Imported {
@@ -95,14 +102,18 @@ class ShmTransport final : public Transport {
 
   ShmTransport() = default;
   void ring(const Peer& p) const;
-  size_t nextIndex(size_t i) const { return i + 1 == static_cast<size_t>(layout_.slots) ? 0 : i + 1; }
+  size_t nextHeader(size_t i) const { return i + 1 == headers_ ? 0 : i + 1; }
+  size_t nextData(size_t i) const { return i + 1 == static_cast<size_t>(layout_.slots) ? 0 : i + 1; }
+  bool inlined(size_t bytes) const { return inlineSmall_ && bytes <= kInlineBytes; }
+  bool headerRoom(Peer& p);
 
   Layout layout_;
   int rank_ = 0;
   size_t stride_ = 0;
-  bool inlineSmall_ = true;
+  size_t headers_ = 0;  // per FIFO: kMaxSlots with host slots, else one per data slot
+  bool inlineSmall_ = true;  // host slots: small chunks travel in their header
   bool localRegister_ = false;  // ZCOLL_LOCAL_REGISTER
-  bool counted_ = false;        // in the count of host transports (the last one releases registrations)  // host slots: small chunks are copied into the slot header
+  bool counted_ = false;        // in the count of host transports (the last one releases registrations)
   // Every rank of the group takes hostBarrier()s: ring() orders its publish before its look at the
   // peer's sleepers with a compiler barrier, and a rank going to sleep pays the fence for both sides
   // (an 8-byte op's seq_cst fence drained the store buffer, whose slot line was still on its way).
