@@ -15,28 +15,34 @@ namespace {
 
 constexpr uint32_t kOfferMagic = 0x7a63704fu;  // "zcpO"
 
-// Round 1's message, one cache line (it travels inside the slot header, kInlineBytes): the op's
-// signature (a check that the ranks run the same collective) and whether this rank offers its
-// buffers. Every op of ZCOLL_ZERO_COPY bytes or more pays this round, zero copy or not.
+// Round 1's message, with the references (a small chunk: it travels inside the FIFO's header): the
+// op's signature (a check that the ranks run the same collective), whether this rank offers its
+// buffers, and where they are. Every op of ZCOLL_ZERO_COPY bytes or more pays this round, zero copy
+// or not.
 struct Offer {
   uint32_t magic = kOfferMagic;
-  uint32_t shared = 0;  // 1: this rank's buffers are zcollMemAlloc memory
+  uint32_t shared = 0;  // 1: this rank's buffers are shared memory (broadcast's done: mapped the root's)
   uint64_t count = 0;
   int32_t coll = 0;
   int32_t dtype = 0;
   int32_t op = 0;
   int32_t root = 0;
   // Bytes at each end of this rank's shared buffers that are not shared memory (an adopted plain
-  // buffer's partial pages, core/adopted_memory.hpp): every rank sends those ends in round 2.
+  // buffer's partial pages, core/adopted_memory.hpp): sent as copies (round 2).
   uint32_t head = 0, tail = 0;
 };
-static_assert(sizeof(Offer) <= 48);
-// Round 2's, when every rank offered: where its buffers are, followed by the ends of its sendbuff.
 struct Refs {
   SharedMemRef send, recv;  // recv only for all-reduce (the others write their own recvbuff only)
 };
+struct Hello {
+  Offer offer;
+  Refs refs;
+};
+static_assert(sizeof(Hello) <= 192, "round 1 stays a small chunk");
 // The most an end can be: under a page, rounded up to elements.
 constexpr size_t kEndMax = 4096 + 64;
+// Round 2's message starts with this rank's vote, padded so that the ends after it stay aligned.
+constexpr size_t kVoteBytes = 16;
 
 // The op's index space (the sendbuff's bytes; all-reduce's recvbuff has the same) cut in three: the
 // ends [0, head) and [size - tail, size), which every rank sent the others in round 2, and the middle,
@@ -80,6 +86,49 @@ Status exchange(Primitives& prims, AlgoContext& ctx, const void* data, size_t by
     }
   }
   return Status::ok();
+}
+
+// `bytes` to or from one peer, in chunks (broadcast's messages, which go one way at a time).
+Status sendAll(Primitives& prims, int peer, const void* data, size_t bytes) {
+  const size_t chunk = prims.chunkElems();
+  for (size_t off = 0; off < bytes; off += chunk)
+    if (Status s = prims.send(peer, static_cast<const uint8_t*>(data) + off, std::min(chunk, bytes - off)); !s)
+      return s;
+  return Status::ok();
+}
+Status recvAll(Primitives& prims, int peer, void* data, size_t bytes) {
+  const size_t chunk = prims.chunkElems();
+  for (size_t off = 0; off < bytes; off += chunk)
+    if (Status s = prims.recv(peer, static_cast<uint8_t*>(data) + off, std::min(chunk, bytes - off)); !s) return s;
+  return Status::ok();
+}
+
+// This rank's offer before it looks at its buffers: the op's signature.
+Offer signature(const OpArgs& op) {
+  Offer o;
+  o.count = op.count;
+  o.coll = static_cast<int32_t>(op.coll);
+  o.dtype = static_cast<int32_t>(op.dtype);
+  o.op = static_cast<int32_t>(op.op);
+  o.root = op.root;
+  return o;
+}
+
+// Whether rank p's offer o is for the op this rank runs (mine).
+Status sameOp(const OpArgs& op, const Offer& o, const Offer& mine, int p, int r) {
+  if (o.magic == kOfferMagic && o.count == mine.count && o.coll == mine.coll && o.dtype == mine.dtype &&
+      o.op == mine.op && o.root == mine.root)
+    return Status::ok();
+  return remoteError("{} #{} ({}): rank {} runs another collective than rank {} (count {} vs {}): the ranks are "
+                     "not running the same collective",
+                     collectiveName(op.coll), op.seq, kZeroCopyName, p, r, o.count, mine.count);
+}
+
+void warnOff(const OpArgs& op, int r, const Status& why) {
+  static std::atomic<bool> warned{false};  // once per process: every later op would say the same
+  if (!warned.exchange(true))
+    ZCOLL_WARN(Coll, r, "{} #{}: zero copy off, the copying algorithms run instead: {}", collectiveName(op.coll),
+               op.seq, why.message());
 }
 
 // dsts[k][0, bytes) = OP over p of srcs[p][0, bytes), for k < nd: out of cache in one pass with
@@ -130,6 +179,88 @@ size_t zeroCopyFootprint(const OpArgs& op, int nranks) {
   return (b.send + b.recv) * static_cast<size_t>(nranks);
 }
 
+namespace {
+
+// Broadcast needs only the root's buffer, and only the root waits: (1) the root sends its offer,
+// references and ends to each receiver; (2) each receiver copies from the root's buffer mapped here
+// and answers "done" (its signature, and whether it could map). A receiver that could not gets the
+// bytes from the root through the FIFO instead, so nobody else waits on it: two hops in all.
+Status broadcastZeroCopy(const OpArgs& op, AlgoContext& ctx, Primitives& prims, bool* ran) {
+  const int n = ctx.nranks, r = ctx.rank, root = op.root;
+  Transport* t = ctx.transport;
+  const size_t es = dataTypeSize(op.dtype), block = op.count * es;
+  const Offer sig = signature(op);
+  auto* recv = static_cast<uint8_t*>(op.recvbuf);
+  if (r == root) {
+    Hello mine{sig, {}};
+    const bool shared = t->exportMemory(op.sendbuf, block, &mine.refs.send);
+    mine.refs.send.freeGeneration = sharedMemFreeGeneration();
+    // The ends in whole elements.
+    mine.offer.head = static_cast<uint32_t>((mine.refs.send.head + es - 1) / es * es);
+    mine.offer.tail = static_cast<uint32_t>((mine.refs.send.tail + es - 1) / es * es);
+    mine.offer.shared = shared && mine.offer.head <= kEndMax && mine.offer.tail <= kEndMax &&
+                        mine.offer.head + mine.offer.tail <= block;
+    auto* in = static_cast<const uint8_t*>(op.sendbuf);
+    for (int k = 1; k < n; ++k) {
+      const int p = patterns::mod(root + k, n);
+      if (Status s = sendAll(prims, p, &mine, sizeof mine); !s) return s;
+      if (!mine.offer.shared) continue;
+      if (Status s = sendAll(prims, p, in, mine.offer.head); !s) return s;
+      if (Status s = sendAll(prims, p, in + block - mine.offer.tail, mine.offer.tail); !s) return s;
+    }
+    if (!mine.offer.shared) return Status::ok();  // every rank runs the selected algorithm
+    if (recv != in) copyBytes(recv, in, block);
+    int sent = 0;
+    for (int k = 1; k < n; ++k) {
+      const int p = patterns::mod(root + k, n);
+      Offer done;
+      if (Status s = recvAll(prims, p, &done, sizeof done); !s) return s;
+      if (Status s = sameOp(op, done, sig, p, r); !s) return s;
+      if (done.shared) continue;
+      if (Status s = sendAll(prims, p, in, block); !s) return s;
+      ++sent;
+    }
+    if (sent == 0) ZCOLL_TRACE(Coll, r, "broadcast #{}: zero copy over the root's shared buffer", op.seq);
+    else ZCOLL_TRACE(Coll, r, "broadcast #{}: {} of {} ranks could not map the root's buffer: sent them the bytes",
+                     op.seq, sent, n - 1);
+    *ran = true;
+    return Status::ok();
+  }
+  Hello hello;
+  if (Status s = recvAll(prims, root, &hello, sizeof hello); !s) return s;
+  if (Status s = sameOp(op, hello.offer, sig, root, r); !s) return s;
+  if (!hello.offer.shared) return Status::ok();
+  const Ends ends{hello.offer.head, hello.offer.tail, block};
+  auto* endBytes = static_cast<uint8_t*>(ctx.scratch->get(2 * kEndMax));
+  if (!endBytes) return systemError(fmt::format("broadcast #{} ({}): scratch memory", op.seq, kZeroCopyName), ENOMEM);
+  if (Status s = recvAll(prims, root, endBytes, ends.head); !s) return s;
+  if (Status s = recvAll(prims, root, endBytes + ends.head, ends.tail); !s) return s;
+  void* base = nullptr;
+  Status mapped = t->importMemory(root, hello.refs.send, &base);
+  Offer done = sig;
+  done.shared = mapped.isOk();
+  if (mapped) {
+    const uint8_t* from = static_cast<const uint8_t*>(base) - hello.refs.send.head;  // the buffer's start
+    ends.pieces(0, block, [&](size_t off, size_t len, int piece) {
+      const uint8_t* src = piece == 1 ? from + off : piece == 0 ? endBytes + off : endBytes + ends.head + (off - (block - ends.tail));
+      if (ctx.streamStores) streamBytes(recv + off, src, len, false);
+      else copyBytes(recv + off, src, len);
+    });
+    storeFence();
+  } else {
+    warnOff(op, r, mapped);
+  }
+  if (Status s = sendAll(prims, root, &done, sizeof done); !s) return s;
+  if (!mapped)
+    if (Status s = recvAll(prims, root, recv, block); !s) return s;
+  if (mapped) ZCOLL_TRACE(Coll, r, "broadcast #{}: zero copy over the root's shared buffer (ends {} + {} bytes copied)",
+                          op.seq, ends.head, ends.tail);
+  *ran = true;
+  return Status::ok();
+}
+
+}  // namespace
+
 Status zeroCopyCollective(const OpArgs& op, AlgoContext& ctx, bool* ran) {
   *ran = false;
   const int n = ctx.nranks, r = ctx.rank;
@@ -137,59 +268,44 @@ Status zeroCopyCollective(const OpArgs& op, AlgoContext& ctx, bool* ran) {
   const std::string_view coll = collectiveName(op.coll);
   const BufferBytes bytes = bufferBytes(op, n);
   const bool pushes = op.coll == Collective::AllReduce;  // writes into the peers' recvbuffs
-  OpArgs ctrl = op;  // the messages of the four rounds are bytes
+  OpArgs ctrl = op;  // the messages of the rounds are bytes
   ctrl.dtype = DataType::Uint8;
   Primitives prims(ctrl, ctx, kZeroCopyName);
+  if (op.coll == Collective::Broadcast) return broadcastZeroCopy(op, ctx, prims, ran);
 
-  // Per-op arrays in the communicator's scratch (no allocation per call): the offers and round 2's
+  // Per-op arrays in the communicator's scratch (no allocation per call): round 1's and round 2's
   // messages received, every rank's buffers as mapped here, source and destination pointers, votes.
-  const size_t nn = static_cast<size_t>(n), maxMsg = sizeof(Refs) + 2 * kEndMax;
+  const size_t nn = static_cast<size_t>(n), maxMsg = kVoteBytes + 2 * kEndMax;
   auto* msgs = static_cast<uint8_t*>(
-      ctx.scratch->get((nn + 1) * maxMsg + nn * (sizeof(Refs) + sizeof(Offer) + 4 * sizeof(void*) + 1)));
+      ctx.scratch->get((nn + 1) * maxMsg + nn * (sizeof(Hello) + 4 * sizeof(void*) + 1)));
   if (!msgs) return systemError(fmt::format("{} #{} ({}): scratch memory", coll, op.seq, kZeroCopyName), ENOMEM);
   uint8_t* myMsg = msgs + nn * maxMsg;
-  auto* refs = reinterpret_cast<Refs*>(myMsg + maxMsg);
-  auto* offers = reinterpret_cast<Offer*>(refs + nn);
-  auto** recvs = reinterpret_cast<uint8_t**>(offers + nn);
+  auto* hellos = reinterpret_cast<Hello*>(myMsg + maxMsg);
+  auto** recvs = reinterpret_cast<uint8_t**>(hellos + nn);
   auto** dsts = recvs + nn;
   auto** sends = reinterpret_cast<const uint8_t**>(static_cast<void*>(dsts + nn));
   auto** srcs = sends + nn;
   auto* votes = reinterpret_cast<uint8_t*>(srcs + nn);
 
-  Offer mine;
-  Refs myRefs;
-  mine.count = op.count;
-  mine.coll = static_cast<int32_t>(op.coll);
-  mine.dtype = static_cast<int32_t>(op.dtype);
-  mine.op = static_cast<int32_t>(op.op);
-  mine.root = op.root;
-  // Broadcast needs only the root's buffer: the others offer "shared" with nothing in it. Both
-  // buffers are asked (not one after a refusal): a plain buffer is adopted on its second use.
-  const bool bcast = op.coll == Collective::Broadcast;
-  if (bcast && r != op.root) {
-    mine.shared = 1;
-  } else {
-    const bool send = t->exportMemory(op.sendbuf, bytes.send, &myRefs.send);
-    const bool recv = !pushes || t->exportMemory(op.recvbuf, bytes.recv, &myRefs.recv);
-    mine.shared = send && recv;
-    // One generation for both refs: the second export may have ended an older registration (a peer
-    // seeing the generation change between the two imports would unmap the first one it just made).
-    myRefs.send.freeGeneration = myRefs.recv.freeGeneration = sharedMemFreeGeneration();
-    mine.head = std::max(myRefs.send.head, pushes ? myRefs.recv.head : 0u);
-    mine.tail = std::max(myRefs.send.tail, pushes ? myRefs.recv.tail : 0u);
-  }
-  if (Status s = exchange(prims, ctx, &mine, sizeof mine, reinterpret_cast<uint8_t*>(offers)); !s) return s;
-  bool all = mine.shared != 0;
-  offers[r] = mine;
+  // Round 1: offers and references. Both buffers are asked (not one after a refusal): a plain
+  // buffer is adopted on its second use.
+  Hello mine{signature(op), {}};
+  const bool sendShared = t->exportMemory(op.sendbuf, bytes.send, &mine.refs.send);
+  const bool recvShared = !pushes || t->exportMemory(op.recvbuf, bytes.recv, &mine.refs.recv);
+  mine.offer.shared = sendShared && recvShared;
+  // One generation for both refs: the second export may have ended an older registration (a peer
+  // seeing the generation change between the two imports would unmap the first one it just made).
+  mine.refs.send.freeGeneration = mine.refs.recv.freeGeneration = sharedMemFreeGeneration();
+  mine.offer.head = std::max(mine.refs.send.head, pushes ? mine.refs.recv.head : 0u);
+  mine.offer.tail = std::max(mine.refs.send.tail, pushes ? mine.refs.recv.tail : 0u);
+  if (Status s = exchange(prims, ctx, &mine, sizeof mine, reinterpret_cast<uint8_t*>(hellos)); !s) return s;
+  hellos[r] = mine;
+  bool all = true;
   const size_t es = dataTypeSize(op.dtype);
   Ends ends{0, 0, bytes.send};
   for (int p = 0; p < n; ++p) {
-    const Offer& o = offers[p];
-    if (o.magic != kOfferMagic || o.count != mine.count || o.coll != mine.coll || o.dtype != mine.dtype ||
-        o.op != mine.op || o.root != mine.root)
-      return remoteError("{} #{} ({}): rank {} runs another collective than rank {} (count {} vs {}): the ranks are "
-                         "not running the same collective",
-                         coll, op.seq, kZeroCopyName, p, r, o.count, mine.count);
+    const Offer& o = hellos[p].offer;
+    if (Status s = sameOp(op, o, mine.offer, p, r); !s) return s;
     all = all && o.shared != 0;
     ends.head = std::max<size_t>(ends.head, (o.head + es - 1) / es * es);
     ends.tail = std::max<size_t>(ends.tail, (o.tail + es - 1) / es * es);
@@ -197,21 +313,44 @@ Status zeroCopyCollective(const OpArgs& op, AlgoContext& ctx, bool* ran) {
   // Every rank saw the same offers: all fall back together.
   if (!all || ends.head > kEndMax || ends.tail > kEndMax || ends.head + ends.tail > ends.size) return Status::ok();
 
-  // Round 2: the references and this rank's sendbuff ends.
-  const size_t msgBytes = sizeof(Refs) + ends.head + ends.tail;
-  std::memcpy(myMsg, &myRefs, sizeof myRefs);
-  if (bcast && r != op.root) {
-    std::memset(myMsg + sizeof(Refs), 0, ends.head + ends.tail);
-  } else {
-    auto* in = static_cast<const uint8_t*>(op.sendbuf);
-    std::memcpy(myMsg + sizeof(Refs), in, ends.head);
-    std::memcpy(myMsg + sizeof(Refs) + ends.head, in + ends.size - ends.tail, ends.tail);
+  // Map the peers' buffers. A mapping starts at the shared part: the buffer's start is `head` bytes
+  // before it.
+  sends[r] = static_cast<const uint8_t*>(op.sendbuf);
+  recvs[r] = static_cast<uint8_t*>(op.recvbuf);
+  uint8_t mapped = 1;
+  for (int p = 0; p < n && mapped; ++p) {
+    if (p == r) continue;
+    void *s = nullptr, *d = nullptr;
+    Status a = t->importMemory(p, hellos[p].refs.send, &s);
+    Status b = a && pushes ? t->importMemory(p, hellos[p].refs.recv, &d) : Status::ok();
+    if (!a || !b) {
+      warnOff(op, r, !a ? a : b);
+      mapped = 0;
+      break;
+    }
+    sends[p] = static_cast<const uint8_t*>(s) - hellos[p].refs.send.head;
+    recvs[p] = pushes ? static_cast<uint8_t*>(d) - hellos[p].refs.recv.head : nullptr;
   }
-  if (Status s = exchange(prims, ctx, myMsg, msgBytes, msgs); !s) return s;
-  for (int p = 0; p < n; ++p)
-    if (p != r) std::memcpy(&refs[p], msgs + static_cast<size_t>(p) * msgBytes, sizeof(Refs));
+
+  // Round 2, when there are ends to send or when a fallback after the work could not start over
+  // (all-reduce writes the peers' recvbuffs, an in-place reduce-scatter its own sendbuff): whether
+  // this rank mapped every peer, and its sendbuff's ends. Else that vote rides on round 3, and the
+  // ranks run the selected algorithm afresh on their untouched inputs if one could not map.
+  const bool round2 = ends.head + ends.tail > 0 || pushes || op.coll == Collective::ReduceScatter;
+  const size_t msgBytes = kVoteBytes + ends.head + ends.tail;
+  if (round2) {
+    std::memset(myMsg, 0, kVoteBytes);
+    myMsg[0] = mapped;
+    auto* in = static_cast<const uint8_t*>(op.sendbuf);
+    std::memcpy(myMsg + kVoteBytes, in, ends.head);
+    std::memcpy(myMsg + kVoteBytes + ends.head, in + ends.size - ends.tail, ends.tail);
+    if (Status s = exchange(prims, ctx, myMsg, msgBytes, msgs); !s) return s;
+    for (int p = 0; p < n; ++p)
+      if (p != r && !msgs[static_cast<size_t>(p) * msgBytes]) mapped = 0;
+    if (!mapped) return Status::ok();
+  }
   auto endOf = [&](int p, size_t off, int piece) -> const uint8_t* {
-    const uint8_t* m = msgs + static_cast<size_t>(p) * msgBytes + sizeof(Refs);
+    const uint8_t* m = msgs + static_cast<size_t>(p) * msgBytes + kVoteBytes;
     return piece == 0 ? m + off : m + ends.head + (off - (ends.size - ends.tail));
   };
   // Where a rank's byte `off` of piece k is read: its own buffer, the middle mapped, the ends copied.
@@ -219,39 +358,15 @@ Status zeroCopyCollective(const OpArgs& op, AlgoContext& ctx, bool* ran) {
     return p == r || piece == 1 ? sends[p] + off : endOf(p, off, piece);
   };
 
-  // Every rank offered: map the peers' buffers, then agree that everyone could. A mapping starts at
-  // the shared part: the buffer's start is `head` bytes before it.
-  sends[r] = static_cast<const uint8_t*>(op.sendbuf);
-  recvs[r] = static_cast<uint8_t*>(op.recvbuf);
-  uint8_t mapped = 1;
-  for (int p = 0; p < n && mapped; ++p) {
-    if (p == r || (bcast && p != op.root)) continue;
-    void *s = nullptr, *d = nullptr;
-    Status a = t->importMemory(p, refs[p].send, &s);
-    Status b = a && pushes ? t->importMemory(p, refs[p].recv, &d) : Status::ok();
-    if (!a || !b) {
-      static std::atomic<bool> warned{false};  // once per process: every later op would say the same
-      if (!warned.exchange(true))
-        ZCOLL_WARN(Coll, r, "{} #{}: zero copy off, the copying algorithms run instead: {}", coll, op.seq,
-                   (!a ? a : b).message());
-      mapped = 0;
-      break;
-    }
-    sends[p] = static_cast<const uint8_t*>(s) - refs[p].send.head;
-    recvs[p] = pushes ? static_cast<uint8_t*>(d) - refs[p].recv.head : nullptr;
-  }
-  if (Status s = exchange(prims, ctx, &mapped, 1, votes); !s) return s;
-  for (int p = 0; p < n; ++p)
-    if (p != r && !votes[p]) mapped = 0;
-  if (!mapped) return Status::ok();
-
   const size_t block = op.count * es;
   auto* recv = static_cast<uint8_t*>(op.recvbuf);
   auto copy = [&](uint8_t* d, const uint8_t* from, size_t len) {
     if (ctx.streamStores) streamBytes(d, from, len, false);
     else copyBytes(d, from, len);
   };
-  if (op.coll == Collective::AllReduce) {
+  if (!mapped) {
+    // Round 3 says so: nothing to do here.
+  } else if (op.coll == Collective::AllReduce) {
     // Slice r of the middle of every sendbuff into slice r of every recvbuff. In place is safe: each
     // block of the slice is read from every buffer before it is written, and no other rank touches
     // the slice. The ends: every rank reduces them into its own recvbuff from the copies.
@@ -278,13 +393,6 @@ Status zeroCopyCollective(const OpArgs& op, AlgoContext& ctx, bool* ran) {
       dsts[0] = recv + (off - mine0);
       reduceInto(op, ctx, srcs, n, dsts, 1, len);
     });
-  } else if (bcast) {
-    // The root's sendbuff into every other rank's recvbuff.
-    if (r != op.root) {
-      ends.pieces(0, block, [&](size_t off, size_t len, int piece) { copy(recv + off, at(op.root, off, piece), len); });
-    } else if (recv != sends[r]) {
-      copyBytes(recv, sends[r], block);
-    }
   } else {
     // Every sendbuff into its block of this rank's recvbuff, starting after its own (the ranks read
     // different peers at once). In place, the own block is there already.
@@ -296,9 +404,11 @@ Status zeroCopyCollective(const OpArgs& op, AlgoContext& ctx, bool* ran) {
     }
   }
   storeFence();
-  // Done: nobody returns while a peer still reads its sendbuff or writes its recvbuff.
-  const uint8_t done = 1;
-  if (Status s = exchange(prims, ctx, &done, 1, votes); !s) return s;
+  // Round 3, done: nobody returns while a peer still reads its sendbuff or writes its recvbuff.
+  if (Status s = exchange(prims, ctx, &mapped, 1, votes); !s) return s;
+  for (int p = 0; p < n; ++p)
+    if (p != r && !votes[p]) mapped = 0;
+  if (!mapped) return Status::ok();  // without round 2: the selected algorithm runs instead
   ZCOLL_TRACE(Coll, r, "{} #{}: zero copy over {} ranks' shared buffers (ends {} + {} bytes copied)", coll, op.seq, n,
               ends.head, ends.tail);
   *ran = true;

@@ -3,17 +3,20 @@
 // the peers' buffers in place instead of moving the data twice through the transport's slots.
 //
 // Small messages through the transport frame it: (1) offers - whether each rank's buffers are
-// shareable (one cache line); unless every rank offered, all ranks know it and the caller runs the
-// selected algorithm instead (all that an op on other memory pays); (2) the buffers' references;
-// (3) whether each rank could map every peer's buffers (the same answer everywhere, or the fallback
-// again); (4) after the data moved, "done" - a rank returns once every peer has finished reading
-// its sendbuff (and, for all-reduce, writing its recvbuff). Between them:
+// shareable, and where they are; unless every rank offered, all ranks know it and the caller runs the
+// selected algorithm instead (all that an op on other memory pays); (2) whether each rank could map
+// every peer's buffers (the same answer everywhere, or the fallback again), with the buffers' ends
+// that are not shared memory - only where needed: an all-gather without ends votes in (3) and, after
+// a "no", runs the selected algorithm afresh on its untouched inputs; (3) after the data moved,
+// "done" - a rank returns once every peer has finished reading its sendbuff (and, for all-reduce,
+// writing its recvbuff). Between them:
 //   all-reduce     rank r reduces slice r (the ring's block partition) of every rank's sendbuff
 //                  and stores it into every rank's recvbuff (both buffers of every rank shared)
 //   reduce-scatter rank r reduces block r of every rank's sendbuff into its own recvbuff
 //   all-gather     rank r copies every rank's sendbuff into its own recvbuff
-//   broadcast      every rank copies the root's sendbuff into its own recvbuff
-// (the last three need only the sendbuffs shared, broadcast only the root's). Per rank the data is
+// (the last two need only the sendbuffs shared). Broadcast, which needs only the root's, takes two
+// hops: the root's offer to each receiver, which copies the root's sendbuff into its recvbuff and
+// answers "done" (a receiver that cannot map it gets the bytes sent instead). Per rank the data is
 // read once and written once.
 #pragma once
 

@@ -103,6 +103,13 @@ static int memalloc(zcollComm_t comm, int rank, int n) {
       for (int i = 0; i < kCount; i++) src[(size_t)r * kCount + i] = (float)(rank + i % 7);
     CHECK(zcollReduceScatter(src, out, kCount, zcollFloat, zcollSum, comm, NULL));
     wrong += wrongSums(out, kCount, n);
+    /* broadcast from the first rank and from the last: every rank gets the root's values */
+    for (int k = 0; k < 2; k++) {
+      int root = k ? n - 1 : 0;
+      for (int i = 0; i < kCount; i++) src[i] = rank == root ? (float)(root + i % 7) : -1.0f;
+      CHECK(zcollBroadcast(src, out, kCount, zcollFloat, root, comm, NULL));
+      for (int i = 0; i < kCount; i++) wrong += out[i] != (float)(root + i % 7);
+    }
     if (shared) {
       CHECK(zcollMemFree(in));
       CHECK(zcollMemFree(out));
