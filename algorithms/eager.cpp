@@ -10,6 +10,7 @@
 // moving the bytes. Payloads larger than a chunk (a forced ZCOLL_ALGO=eager) go in chunk rounds;
 // a rank is never more than one round ahead of a peer it receives from, so two slots per FIFO
 // suffice (docs/algorithms.md). Host buffers only: device operations use the other algorithms.
+#include <algorithm>
 #include <array>
 #include <bit>
 
@@ -222,6 +223,14 @@ class Eager final : public AlgorithmOf<C> {
   }
   bool eager() const override { return true; }
   bool servesDevice() const override { return false; }
+
+  // One step; the busiest rank sends (broadcast's and reduce's root: takes) N-1 copies of the
+  // payload and, where it combines, reads N-1 more (the call path it saves is not in the model).
+  double cost(const OpArgs& op, int n, const CostModel& m) const override {
+    const double s = opSize(op, n), payload = traits(op.coll).perRankBlocks ? s / n : s;
+    const double passes = C == Collective::Broadcast ? 1.0 : 2.0;
+    return m.alpha + std::max(0, n - 2) * m.message + passes * std::max(0, n - 1) * payload * m.beta;
+  }
 
   Status run(const OpArgs& op, AlgoContext& ctx) const override {
     if (ctx.device)

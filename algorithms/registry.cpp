@@ -179,6 +179,13 @@ void AlgorithmSelector::prepare() {
       if (static_cast<int>(a->collective()) == c && a->eager() && a->supportsOn(hosts_).isOk()) eager_[c] = a;
     if (!eager_[c] || eagerBytes_ == 0 || nranks_ > kEagerMaxRanks) continue;
     eagerEnd_[c] = eagerBytes_ / static_cast<size_t>(std::max(1, nranks_ - 1)) + 1;
+    // Beyond, up to kEagerModelBytes, while the model prices eager below the table's choice (a fast
+    // network's fan-out, which this host's shm measured crossover does not describe).
+    for (int k = sizeClass(eagerEnd_[c]); k < kSizeClasses && classStart(k) < kEagerModelBytes; ++k) {
+      const OpArgs op = opOfBytes(static_cast<Collective>(c), classBytes(k), nranks_);
+      if (!table_[c][k] || price(*eager_[c], op) >= price(*table_[c][k], op)) break;
+      eagerEnd_[c] = std::max(eagerEnd_[c], static_cast<size_t>(classStart(k + 1)));
+    }
     for (const ResolvedRule& r : rules_)
       if ((r.rule.anyCollective || static_cast<int>(r.rule.coll) == c) && r.byCollective[c] &&
           r.byCollective[c]->supportsOn(hosts_).isOk())
@@ -186,8 +193,13 @@ void AlgorithmSelector::prepare() {
   }
 }
 
+double AlgorithmSelector::price(const Algorithm& a, const OpArgs& op) const {
+  // All-reduce by its measured curve where the calibration timed the algorithm.
+  const double m = op.coll == Collective::AllReduce ? model_.measured(a.name(), opBytes(op.coll, op.count, op.dtype, nranks_)) : -1.0;
+  return m >= 0 ? m : a.costOn(op, hosts_, model_);
+}
+
 const Algorithm* AlgorithmSelector::cheapest(const OpArgs& op, std::string* reasons) const {
-  const size_t bytes = opBytes(op.coll, op.count, op.dtype, nranks_);
   const Algorithm* best = nullptr;
   double bestCost = 0;
   for (const Algorithm* a : allAlgorithms()) {
@@ -197,8 +209,7 @@ const Algorithm* AlgorithmSelector::cheapest(const OpArgs& op, std::string* reas
       *reasons += fmt::format(" {}: {};", a->name(), s.message());
       continue;
     }
-    const double m = op.coll == Collective::AllReduce ? model_.measured(a->name(), bytes) : -1.0;
-    const double c = m >= 0 ? m : a->costOn(op, hosts_, model_);
+    const double c = price(*a, op);
     if (!best || c < bestCost) {
       best = a;
       bestCost = c;

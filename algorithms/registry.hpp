@@ -43,6 +43,8 @@ class AlgorithmSelector {
   // (0: never), on communicators of up to kEagerMaxRanks ranks.
   // Beyond, a rank's N-1 eager messages cost more than rd's log2 N steps save in call path (zcoll-sim).
   static constexpr int kEagerMaxRanks = 16;
+  // The eager rule reaches past eagerBytes / (N-1) where the cost model prices eager cheapest, up to here.
+  static constexpr double kEagerModelBytes = 16 * 1024;
   AlgorithmSelector(std::vector<AlgoRule> rules, CostModel model, int nranks, size_t eagerBytes = 0);
   const CostModel& model() const { return model_; }
   // Which ranks share a host (default: one host); hierarchical algorithms are chosen by it.
@@ -73,6 +75,8 @@ class AlgorithmSelector {
   void prepare();
   // The least-cost supported algorithm (nullptr and the reasons if none).
   const Algorithm* cheapest(const OpArgs& op, std::string* reasons) const;
+  // Predicted seconds of op by a (cheapest() compares these).
+  double price(const Algorithm& a, const OpArgs& op) const;
 
   std::vector<ResolvedRule> rules_;
   CostModel model_;

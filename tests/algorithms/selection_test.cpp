@@ -45,8 +45,15 @@ TEST(AlgoOverride, RangesAndFallThrough) {
 
 // The eager rule: host ops up to the limit / (N-1) go to their collective's eager algorithm unless a
 // ZCOLL_ALGO rule covers them; device ops, larger ones and collectives without one never.
+// A model under which eager never looks cheapest (each extra message costs a second): the limit alone.
+CostModel eagerNeverCheaper() {
+  CostModel m;
+  m.message = 1.0;
+  return m;
+}
+
 TEST(Eager, BelowTheLimitUnlessARuleSaysOtherwise) {
-  AlgorithmSelector s({}, CostModel{}, 4, 768);  // 256 B to each of 3 peers
+  AlgorithmSelector s({}, eagerNeverCheaper(), 4, 768);  // 256 B to each of 3 peers
   EXPECT_EQ(chosen(s, allReduce(64), 4), "eager");   // 256 B
   EXPECT_EQ(chosen(s, allReduce(0), 4), "eager");
   EXPECT_NE(chosen(s, allReduce(65), 4), "eager");   // 260 B
@@ -68,7 +75,7 @@ TEST(Eager, BelowTheLimitUnlessARuleSaysOtherwise) {
 
   std::vector<AlgoRule> rules;
   ASSERT_TRUE(parseAlgoOverride("allreduce:128-:ring,broadcast:tree", &rules).isOk());
-  AlgorithmSelector r(rules, CostModel{}, 4, 768);
+  AlgorithmSelector r(rules, eagerNeverCheaper(), 4, 768);
   EXPECT_EQ(chosen(r, allReduce(31), 4), "eager");  // 124 B: below the rule
   EXPECT_EQ(chosen(r, allReduce(32), 4), "ring");   // 128 B: the rule, though under the limit
   OpArgs bcast{Collective::Broadcast, nullptr, nullptr, 1, DataType::Float32};
@@ -77,6 +84,27 @@ TEST(Eager, BelowTheLimitUnlessARuleSaysOtherwise) {
   EXPECT_EQ(chosen(r, ag, 4), "eager");  // no rule for it
   ASSERT_TRUE(parseAlgoOverride("eager", &rules).isOk());
   EXPECT_EQ(chosen(AlgorithmSelector(rules, CostModel{}, 4, 0), allReduce(1 << 20), 4), "eager");  // by name
+}
+
+// Past the limit, eager goes on while the model prices it below the table's choice (one step against
+// rd's log2 N), up to kEagerModelBytes; a ZCOLL_ALGO rule still ends it.
+TEST(Eager, ReachesPastTheLimitWhereTheModelPricesItCheapest) {
+  CostModel m;
+  m.alpha = 5e-6;
+  m.beta = 1.0 / 20e9;
+  m.message = 0.1e-6;
+  AlgorithmSelector s({}, m, 8, 2048);  // the limit: 292 B to each of 7 peers
+  EXPECT_EQ(chosen(s, allReduce(1024), 8), "eager");  // 4 KiB: 1 step against rd's 3
+  const size_t last = static_cast<size_t>(AlgorithmSelector::kEagerModelBytes) / 4;
+  EXPECT_NE(chosen(s, allReduce(4 * last), 8), "eager");  // the cap
+  // Where its 7 copies of the payload cost more than rd's 2 extra steps save: not eager.
+  m.alpha = 0.2e-6;
+  AlgorithmSelector slowCopies({}, m, 8, 2048);
+  EXPECT_EQ(chosen(slowCopies, allReduce(73), 8), "eager");  // 292 B: the limit
+  EXPECT_NE(chosen(slowCopies, allReduce(1024), 8), "eager");
+  std::vector<AlgoRule> rules;
+  ASSERT_TRUE(parseAlgoOverride("allreduce:1K-:ring", &rules).isOk());
+  EXPECT_EQ(chosen(AlgorithmSelector(rules, m, 8, 2048), allReduce(256), 8), "ring");
 }
 
 TEST(CostModel, LatencyThenBandwidth) {
