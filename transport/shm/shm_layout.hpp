@@ -39,7 +39,6 @@ struct alignas(64) SegmentHeader {
 };
 
 inline constexpr size_t kInlineBytes = 240;
-inline constexpr size_t kFirstLineInline = 48;  // what fits in the header's first cache line
 
 struct alignas(64) SlotHeader {
   std::atomic<uint64_t> seq;           // 1 + the FIFO position of the chunk; written last
