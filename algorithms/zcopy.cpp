@@ -228,7 +228,11 @@ Status broadcastZeroCopy(const OpArgs& op, AlgoContext& ctx, Primitives& prims, 
   }
   Hello hello;
   if (Status s = recvAll(prims, root, &hello, sizeof hello); !s) return s;
-  if (Status s = sameOp(op, hello.offer, sig, root, r); !s) return s;
+  if (Status s = sameOp(op, hello.offer, sig, root, r); !s) {
+    // A root that waits for "done" gets this rank's signature, so that it fails at once too.
+    if (hello.offer.shared) (void)sendAll(prims, root, &sig, sizeof sig);
+    return s;
+  }
   if (!hello.offer.shared) return Status::ok();
   const Ends ends{hello.offer.head, hello.offer.tail, block};
   auto* endBytes = static_cast<uint8_t*>(ctx.scratch->get(2 * kEndMax));

@@ -116,6 +116,25 @@ TEST(Check, MismatchedCallsFailEveryRankAndNameThem) {
   });
 }
 
+// Without ZCOLL_CHECK, zero copy's own signature check: a broadcast whose receiver passes another
+// count fails on both ranks at once (the receiver answers the root's offer with its signature), not
+// at the timeout.
+TEST(Check, MismatchedZeroCopyBroadcastFailsBothRanksAtOnce) {
+  RankPool pool(2, config(256 * 1024, 30'000));
+  pool.run([&](int rank, zcollComm_t comm) {
+    void* buf = nullptr;
+    ASSERT_EQ(zcollMemAlloc(&buf, 1 << 20), zcollSuccess);
+    const auto start = std::chrono::steady_clock::now();
+    const zcollResult_t r = zcollBroadcast(buf, buf, rank == 0 ? 100'000 : 100'001, zcollFloat, 0, comm, nullptr);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_NE(r, zcollSuccess) << "rank " << rank;
+    const std::string msg = zcollGetLastError(comm);
+    EXPECT_NE(msg.find("not running the same collective"), std::string::npos) << msg;
+    EXPECT_LT(seconds, 10.0) << "rank " << rank << ": " << msg;
+    EXPECT_EQ(zcollMemFree(buf), zcollSuccess);
+  });
+}
+
 TEST(SendRecvSelf, UnmatchedSelfSendIsAnError) {
   RankPool pool(1, config());
   pool.run([&](int, zcollComm_t comm) {
