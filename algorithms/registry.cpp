@@ -195,7 +195,9 @@ void AlgorithmSelector::prepare() {
 
 double AlgorithmSelector::price(const Algorithm& a, const OpArgs& op) const {
   // All-reduce by its measured curve where the calibration timed the algorithm.
-  const double m = op.coll == Collective::AllReduce ? model_.measured(a.name(), opBytes(op.coll, op.count, op.dtype, nranks_)) : -1.0;
+  const double m = op.coll == Collective::AllReduce
+                       ? model_.measured(a.name(), opBytes(op.coll, op.count, op.dtype, nranks_))
+                       : -1.0;
   return m >= 0 ? m : a.costOn(op, hosts_, model_);
 }
 

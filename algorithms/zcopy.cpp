@@ -246,7 +246,9 @@ Status broadcastZeroCopy(const OpArgs& op, AlgoContext& ctx, Primitives& prims, 
   if (mapped) {
     const uint8_t* from = static_cast<const uint8_t*>(base) - hello.refs.send.head;  // the buffer's start
     ends.pieces(0, block, [&](size_t off, size_t len, int piece) {
-      const uint8_t* src = piece == 1 ? from + off : piece == 0 ? endBytes + off : endBytes + ends.head + (off - (block - ends.tail));
+      const uint8_t* src = piece == 1   ? from + off
+                           : piece == 0 ? endBytes + off
+                                        : endBytes + ends.head + (off - (block - ends.tail));
       if (ctx.streamStores) streamBytes(recv + off, src, len, false);
       else copyBytes(recv + off, src, len);
     });
