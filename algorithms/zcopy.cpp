@@ -58,7 +58,17 @@ struct Ends {
       if (a < b) fn(a, b - a, k);
     }
   }
+  // Where byte `off` of end piece 0 or 2 is in a rank's copies of its ends (head, then tail).
+  const uint8_t* copied(const uint8_t* copies, size_t off, int piece) const {
+    return piece == 0 ? copies + off : copies + head + (off - (size - tail));
+  }
 };
+
+// The op's result stores: around the cache when the op streams them.
+void storeBytes(const AlgoContext& ctx, void* dst, const void* src, size_t len) {
+  if (ctx.streamStores) streamBytes(dst, src, len, false);
+  else copyBytes(dst, src, len);
+}
 
 struct BufferBytes {
   size_t send, recv;
@@ -160,10 +170,7 @@ void reduceInto(const OpArgs& op, const AlgoContext& ctx, const uint8_t* const* 
     reduce(block, srcs[0] + off, srcs[1] + off, k);
     for (int p = 2; p < ns; ++p) reduce(block, block, srcs[p] + off, k);
     if (finalize) finalize(block, k, divisor);
-    for (int d = 0; d < nd; ++d) {
-      if (ctx.streamStores) streamBytes(dsts[d] + off, block, len, false);
-      else copyBytes(dsts[d] + off, block, len);
-    }
+    for (int d = 0; d < nd; ++d) storeBytes(ctx, dsts[d] + off, block, len);
   }
 }
 
@@ -246,11 +253,7 @@ Status broadcastZeroCopy(const OpArgs& op, AlgoContext& ctx, Primitives& prims, 
   if (mapped) {
     const uint8_t* from = static_cast<const uint8_t*>(base) - hello.refs.send.head;  // the buffer's start
     ends.pieces(0, block, [&](size_t off, size_t len, int piece) {
-      const uint8_t* src = piece == 1   ? from + off
-                           : piece == 0 ? endBytes + off
-                                        : endBytes + ends.head + (off - (block - ends.tail));
-      if (ctx.streamStores) streamBytes(recv + off, src, len, false);
-      else copyBytes(recv + off, src, len);
+      storeBytes(ctx, recv + off, piece == 1 ? from + off : ends.copied(endBytes, off, piece), len);
     });
     storeFence();
   } else {
@@ -355,21 +358,14 @@ Status zeroCopyCollective(const OpArgs& op, AlgoContext& ctx, bool* ran) {
       if (p != r && !msgs[static_cast<size_t>(p) * msgBytes]) mapped = 0;
     if (!mapped) return Status::ok();
   }
-  auto endOf = [&](int p, size_t off, int piece) -> const uint8_t* {
-    const uint8_t* m = msgs + static_cast<size_t>(p) * msgBytes + kVoteBytes;
-    return piece == 0 ? m + off : m + ends.head + (off - (ends.size - ends.tail));
-  };
   // Where a rank's byte `off` of piece k is read: its own buffer, the middle mapped, the ends copied.
   auto at = [&](int p, size_t off, int piece) {
-    return p == r || piece == 1 ? sends[p] + off : endOf(p, off, piece);
+    return p == r || piece == 1 ? sends[p] + off
+                                : ends.copied(msgs + static_cast<size_t>(p) * msgBytes + kVoteBytes, off, piece);
   };
 
   const size_t block = op.count * es;
   auto* recv = static_cast<uint8_t*>(op.recvbuf);
-  auto copy = [&](uint8_t* d, const uint8_t* from, size_t len) {
-    if (ctx.streamStores) streamBytes(d, from, len, false);
-    else copyBytes(d, from, len);
-  };
   if (!mapped) {
     // Round 3 says so: nothing to do here.
   } else if (op.coll == Collective::AllReduce) {
@@ -406,7 +402,8 @@ Status zeroCopyCollective(const OpArgs& op, AlgoContext& ctx, bool* ran) {
       const int p = patterns::mod(r + 1 + k, n);
       uint8_t* d = recv + static_cast<size_t>(p) * block;
       if (d == sends[p]) continue;
-      ends.pieces(0, block, [&](size_t off, size_t len, int piece) { copy(d + off, at(p, off, piece), len); });
+      ends.pieces(0, block,
+                  [&](size_t off, size_t len, int piece) { storeBytes(ctx, d + off, at(p, off, piece), len); });
     }
   }
   storeFence();

@@ -284,7 +284,6 @@ bool plainPages(uintptr_t b, uintptr_t e, bool* heap) {
     while (!path.empty() && (path.back() == '\n' || path.back() == ' ')) path.remove_suffix(1);
     const bool anon = std::string_view(perms) == "rw-p" && inode == 0 &&
                       (path.empty() || path == "[heap]" || path.starts_with("[anon:"));
-
     // ours: adopted (shared), or released (a private mapping of the memfd)
     const bool ours = (std::string_view(perms) == "rw-s" || std::string_view(perms) == "rw-p") &&
                       path.starts_with("/memfd:") && path.substr(7).starts_with(kMemfdName);

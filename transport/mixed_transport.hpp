@@ -33,24 +33,16 @@ class MixedTransport final : public Transport {
   // operation could wait, unsent, while this rank waits on shm - and the other host on it. Only when
   // the shm call finds nothing (the rank is about to wait): a ready chunk costs no network call.
   bool tryAcquireSend(int peer, SendSlot* slot) override {
-    if (part(peer).tryAcquireSend(peer, slot)) return true;
-    if (viaLocal_[static_cast<size_t>(peer)]) remote_->progress();
-    return false;
+    return part(peer).tryAcquireSend(peer, slot) || missed(peer);
   }
   bool tryAcquireSendFor(int peer, size_t bytes, SendSlot* slot) override {
-    if (part(peer).tryAcquireSendFor(peer, bytes, slot)) return true;
-    if (viaLocal_[static_cast<size_t>(peer)]) remote_->progress();
-    return false;
+    return part(peer).tryAcquireSendFor(peer, bytes, slot) || missed(peer);
   }
   void commitSend(int peer, size_t bytes) override { part(peer).commitSend(peer, bytes); }
   bool commitSendFrom(int peer, const void* src, size_t bytes) override {
     return part(peer).commitSendFrom(peer, src, bytes);
   }
-  bool tryRecv(int peer, RecvChunk* chunk) override {
-    if (part(peer).tryRecv(peer, chunk)) return true;
-    if (viaLocal_[static_cast<size_t>(peer)]) remote_->progress();
-    return false;
-  }
+  bool tryRecv(int peer, RecvChunk* chunk) override { return part(peer).tryRecv(peer, chunk) || missed(peer); }
   void releaseRecv(int peer) override { part(peer).releaseRecv(peer); }
 
   uint32_t prepareSleep() override;
@@ -85,6 +77,11 @@ class MixedTransport final : public Transport {
  private:
   MixedTransport() = default;
   Transport& part(int peer) const { return viaLocal_[static_cast<size_t>(peer)] ? *local_ : *remote_; }
+  // A same-host call that found nothing: move the network part along before the caller waits (false).
+  bool missed(int peer) {
+    if (viaLocal_[static_cast<size_t>(peer)]) remote_->progress();
+    return false;
+  }
 
   std::unique_ptr<Transport> local_, remote_;
   std::vector<uint8_t> viaLocal_;
