@@ -76,6 +76,9 @@ struct AlgoContext {
   // A host operation larger than the cache (ZCOLL_STREAM_STORES): results it does not read again are
   // written with non-temporal stores (Primitives).
   bool streamStores = false;
+  // zcoll-sim --nodata: buffers and slots hold no data, so Primitives copies and reduces nothing (the
+  // transport still carries every chunk and prices its bytes); thousands of ranks at 1 GiB.
+  bool sizesOnly = false;
 };
 
 class Algorithm {

@@ -27,7 +27,8 @@ Primitives::Primitives(const OpArgs& op, AlgoContext& ctx, std::string_view algo
       finalize_(finalizeFunction(op.dtype, op.op)),
       dev_(ctx.device),
       slotsOnHost_(ctx.transport->slotMemory() == MemKind::Host),
-      stream_(ctx.streamStores && ctx.device == nullptr) {}
+      stream_(ctx.streamStores && ctx.device == nullptr),
+      sizesOnly_(ctx.sizesOnly) {}
 
 const char* Primitives::stepKind() const {
   if (stepRecv_ && stepSend_) return stepReduce_ ? (stepStore_ ? "recvReduceCopySend" : "recvReduceSend") : "recvCopySend";
@@ -97,7 +98,9 @@ Status Primitives::step(int recvPeer, int sendPeer, const void* local, void* dst
   }
 
   bool committed = false;
-  if (dev_) {
+  if (sizesOnly_) {
+    // nothing to move: the transport prices the chunk's bytes
+  } else if (dev_) {
     if (Status s = deviceStep(in, out, recvPeer >= 0, sendPeer >= 0, local, dst, n, reduce, finalize); !s) return s;
   } else {
     committed = hostStep(in, out, recvPeer, sendPeer, local, dst, n, reduce, finalize, stream && dst);
@@ -187,7 +190,7 @@ void Primitives::deviceCopy(void* dst, const void* src, size_t bytes) const { de
 void Primitives::deviceDivide(void* data, size_t n) const { dev_->divide(data, n, op_.dtype, divisor_); }
 
 Status Primitives::copyNow(void* dst, const void* src, size_t bytes) {
-  if (!bytes) return Status::ok();
+  if (!bytes || sizesOnly_) return Status::ok();
   if (!dev_) {
     copyBytes(dst, src, bytes);
     return Status::ok();

@@ -58,12 +58,12 @@ class Primitives {
   // Local work, no transport: dst = src; and the Avg division of a final result. On device memory
   // they are queued on the device stream (in order with the steps).
   void copy(void* dst, const void* src, size_t n) const {
-    if (dst == src || !n) return;
+    if (dst == src || !n || sizesOnly_) return;
     if (dev_) deviceCopy(dst, src, n * elemSize_);
     else copyBytes(dst, src, n * elemSize_);
   }
   void finalize(void* data, size_t n) const {
-    if (!finalize_ || !n) return;
+    if (!finalize_ || !n || sizesOnly_) return;
     if (dev_) deviceDivide(data, n);
     else finalize_(data, n, divisor_);
   }
@@ -112,6 +112,7 @@ class Primitives {
   DeviceExecutor* dev_;  // device operation, else nullptr
   bool slotsOnHost_;     // the transport's slots are host memory (copies between them need no device)
   bool stream_;          // AlgoContext::streamStores, host operations only
+  bool sizesOnly_;       // AlgoContext::sizesOnly
 };
 
 // The Status of a wait that did not end in Ready; `where` names the op, the algorithm, the step and

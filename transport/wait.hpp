@@ -89,8 +89,9 @@ class Waiter {
     if (deadlineNs_ == kUnset) deadlineNs_ = start + timeoutNs_;
     const int64_t announceAt = via && peer >= 0 ? start + (deadlineNs_ - start) / 2 : INT64_MAX;
     int64_t now = start;
+    const int spins = policy_.spinNs > 0 ? 16 : 0;  // none asked (zcoll-sim's tasks): yield or sleep at once
     for (unsigned iter = 0;; ++iter) {
-      for (int i = 0; i < 16; ++i) {
+      for (int i = 0; i < spins; ++i) {
         ZCOLL_CPU_RELAX();
         if (ready()) return WaitResult::Ready;
       }

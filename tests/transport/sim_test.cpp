@@ -101,6 +101,25 @@ TEST(Sim, ALinkCarriesOneTransferAtATime) {
   EXPECT_NEAR(runChecked(Collective::AllReduce, "ring", topo, bytes).us, 2 * expected, 0.02 * expected);
 }
 
+// --nodata moves no data (Primitives skips its copies and reductions: AlgoContext::sizesOnly) and
+// prices every chunk as the real run does: the same times and messages, per algorithm.
+TEST(Sim, SizesOnlyTakesTheRealRunsTimes) {
+  const Topology topo = topology("hosts:8", 64);
+  for (Collective coll : {Collective::AllReduce, Collective::AllGather, Collective::ReduceScatter}) {
+    for (const std::string& algo : algorithmsOf(coll, topo)) {
+      const size_t bytes = 1 << 20;
+      const Row real = runChecked(coll, algo, topo, bytes);
+      Options o;
+      o.coll = coll, o.ranks = topo.ranks, o.nodata = true;
+      std::vector<Row> rows;
+      std::string error;
+      ASSERT_TRUE(sweep(o, topo, {bytes}, algo, &rows, &error)) << error;
+      EXPECT_EQ(rows[0].us, real.us) << collectiveName(coll) << " " << algo;
+      EXPECT_EQ(rows[0].messages, real.messages) << collectiveName(coll) << " " << algo;
+    }
+  }
+}
+
 TEST(Sim, BadTopologiesNameWhatIsWrong) {
   Topology t;
   std::string error;

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 
 #include <fmt/format.h>
 
@@ -143,7 +144,8 @@ bool sweep(const Options& a, const Topology& topo, const std::vector<size_t>& si
   std::string firstFailure;  // the first rank's to fail (the others' then say they were aborted)
   const Algorithm* chosen = nullptr;  // rank 0's, for the row
   size_t k = 0;
-  std::vector<unsigned char> sharedSend, sharedRecv;  // --nodata
+  // --nodata: one buffer pair for all ranks, never touched (sizesOnly), so it costs no memory
+  std::unique_ptr<unsigned char[]> sharedSend, sharedRecv;
   auto between = [&] {  // with every rank stopped: the last op's row, the next op's case
     if (k > 0) {
       const size_t bytes = sizes[k - 1];
@@ -154,8 +156,8 @@ bool sweep(const Options& a, const Topology& topo, const std::vector<size_t>& si
     if (k < sizes.size()) {
       current = makeCase(a, sizes[k]);
       if (a.nodata) {
-        sharedSend.resize(current.sendElems * es + 64);
-        sharedRecv.resize(current.recvElems * es + 64);
+        sharedSend = std::make_unique_for_overwrite<unsigned char[]>(current.sendElems * es + 64);
+        sharedRecv = std::make_unique_for_overwrite<unsigned char[]>(current.recvElems * es + 64);
       }
       startUs = net.alignClocks();
       messages = net.messages();
@@ -172,7 +174,7 @@ bool sweep(const Options& a, const Topology& topo, const std::vector<size_t>& si
       void* s = nullptr;
       void* r = nullptr;
       if (a.nodata) {
-        s = sharedSend.data(), r = sharedRecv.data();
+        s = sharedSend.get(), r = sharedRecv.get();
       } else {
         send.assign(current.sendElems * es + 64, 0);
         recv.assign(current.recvElems * es + 64, 0xa5);
@@ -190,6 +192,7 @@ bool sweep(const Options& a, const Topology& topo, const std::vector<size_t>& si
         AlgoContext ctx;
         ctx.rank = rank, ctx.nranks = a.ranks, ctx.transport = &transport, ctx.waiter = &waiter;
         ctx.chunkBytes = static_cast<size_t>(a.chunk), ctx.scratch = &scratch, ctx.hosts = &hosts;
+        ctx.sizesOnly = a.nodata;
         st = algorithm->run(op, ctx);
       }
       if (!st) {

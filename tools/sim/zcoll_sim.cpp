@@ -8,7 +8,8 @@
 // simulated time.
 // --check fills every rank's input with the tests' patterns and checks every element of every output
 // (correctness at thousands of ranks); --nodata lets all ranks share one buffer pair and every slot one
-// buffer, so that only sizes move (large sizes at many ranks; results are not checked).
+// buffer, and the algorithms copy and reduce nothing (AlgoContext::sizesOnly), so that only sizes move
+// (large sizes at many ranks, in the same simulated times; results are not checked).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>

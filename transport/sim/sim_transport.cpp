@@ -116,9 +116,9 @@ double SimNetwork::reserve(Link& a, Link& b, double t, double duration) {
     }
     t = tc;
   }
-  a.take(t, t + duration);
-  b.take(t, t + duration);
-  if (core) core->take(t, t + duration);
+  a.take(t, t + duration, floorUs_);
+  b.take(t, t + duration, floorUs_);
+  if (core) core->take(t, t + duration, floorUs_);
   return t;
 }
 
@@ -136,11 +136,12 @@ double SimNetwork::compute(double t, double duration) {
   if (cores_.empty() || duration <= 0) return t + duration;
   Link* core = freestCore(t, duration);
   const double start = core->firstFree(t, duration);
-  core->take(start, start + duration);
+  core->take(start, start + duration, floorUs_);
   return start + duration;
 }
 
-void SimNetwork::Link::take(double start, double end) {
+void SimNetwork::Link::take(double start, double end, double floorUs) {
+  while (!busy.empty() && busy.begin()->second < floorUs) busy.erase(busy.begin());
   // Adjacent reservations merge, so that a link busy back to back is one interval to step over.
   constexpr double kTouch = 1e-9;
   auto next = busy.lower_bound(start);
@@ -158,7 +159,16 @@ void SimNetwork::Link::take(double start, double end) {
   busy.emplace_hint(next, start, end);
 }
 
+void SimNetwork::refreshFloor() {
+  if (messages_ - floorAt_ < static_cast<uint64_t>(topo_.ranks)) return;
+  floorAt_ = messages_;
+  double t = ranks_.front()->clockUs();
+  for (const auto& r : ranks_) t = std::min(t, r->clockUs());
+  floorUs_ = t;
+}
+
 double SimNetwork::transfer(int from, int to, size_t bytes, double departUs) {
+  refreshFloor();
   const double b = static_cast<double>(bytes);
   const size_t f = static_cast<size_t>(from), t = static_cast<size_t>(to);
   if (topo_.hostOf(from) == topo_.hostOf(to)) {
@@ -187,20 +197,25 @@ double SimNetwork::alignClocks() {
   for (auto& r : ranks_) r->setClockUs(t);
   for (auto* links : {&egress_, &ingress_, &nicOut_, &nicIn_, &cores_})
     for (Link& l : *links) l.busy.clear();
+  floorUs_ = t;
   return t;
 }
 
 SimPair& SimTransport::out(int peer) {
+  if (peer == lastOut_) return *lastOutPair_;
   if (!net_.flat_.empty() && outFlat_.empty()) outFlat_.resize(static_cast<size_t>(net_.size()));
   SimPair*& p = outFlat_.empty() ? out_[peer] : outFlat_[static_cast<size_t>(peer)];
   if (!p) p = &net_.pair(rank_, peer);
+  lastOut_ = peer, lastOutPair_ = p;
   return *p;
 }
 
 SimPair& SimTransport::in(int peer) {
+  if (peer == lastIn_) return *lastInPair_;
   if (!net_.flat_.empty() && inFlat_.empty()) inFlat_.resize(static_cast<size_t>(net_.size()));
   SimPair*& p = inFlat_.empty() ? in_[peer] : inFlat_[static_cast<size_t>(peer)];
   if (!p) p = &net_.pair(peer, rank_);
+  lastIn_ = peer, lastInPair_ = p;
   return *p;
 }
 

@@ -110,10 +110,12 @@ class SimNetwork {
   std::vector<std::unique_ptr<SimPair>> flat_;
   std::unordered_map<uint64_t, std::unique_ptr<SimPair>> pairs_;
   // A link's reservations in virtual time (start -> end, us), for the current op.
+  // Reservations that end before every rank's clock (floorUs_) can serve no later request: take()
+  // drops them, so memory follows the reservations still ahead (16,384 ranks at 1 GiB).
   struct Link {
     std::map<double, double> busy;
     double firstFree(double t, double duration) const;
-    void take(double start, double end);
+    void take(double start, double end, double floorUs);
   };
   // The earliest start >= t at which both links (and a core, with Topology::cores) are free for
   // `duration`; reserves it.
@@ -124,6 +126,10 @@ class SimNetwork {
   std::vector<Link> egress_, ingress_, nicOut_, nicIn_;  // per rank
   std::vector<Link> cores_;  // Topology::cores of them
   uint64_t messages_ = 0;
+  // The earliest clock of all ranks, refreshed once per `ranks` messages (a scan of every clock).
+  double floorUs_ = 0;
+  uint64_t floorAt_ = 0;
+  void refreshFloor();
 };
 
 class SimTransport final : public Transport {
@@ -161,6 +167,8 @@ class SimTransport final : public Transport {
   int acquired_ = -1;
   std::vector<SimPair*> outFlat_, inFlat_;      // by peer, up to SimNetwork::kFlatRanks ranks
   std::unordered_map<int, SimPair*> out_, in_;  // by peer, above
+  int lastOut_ = -1, lastIn_ = -1;                // the last peer of each map's lookups (it repeats)
+  SimPair *lastOutPair_ = nullptr, *lastInPair_ = nullptr;
 };
 
 }  // namespace zcoll::sim
