@@ -178,10 +178,14 @@ void AlgorithmSelector::prepare() {
     for (const Algorithm* a : allAlgorithms())
       if (static_cast<int>(a->collective()) == c && a->eager() && a->supportsOn(hosts_).isOk()) eager_[c] = a;
     if (!eager_[c] || eagerBytes_ == 0 || nranks_ > kEagerMaxRanks) continue;
-    eagerEnd_[c] = eagerBytes_ / static_cast<size_t>(std::max(1, nranks_ - 1)) + 1;
+    // On one host, always up to there (the crossover measured on shm); across hosts the network's
+    // fan-out decides from the smallest size (2 hosts of 8 at 8 B: eager 1.12x of rd).
+    const bool oneHost = hosts_.hosts <= 1;
+    if (oneHost) eagerEnd_[c] = eagerBytes_ / static_cast<size_t>(std::max(1, nranks_ - 1)) + 1;
     // Beyond, up to kEagerModelBytes, while the model prices eager below the table's choice (a fast
     // network's fan-out, which this host's shm measured crossover does not describe).
-    for (int k = sizeClass(eagerEnd_[c]); k < kSizeClasses && classStart(k) < kEagerModelBytes; ++k) {
+    for (int k = oneHost ? sizeClass(eagerEnd_[c]) : kClassesPerOctave;
+         k < kSizeClasses && classStart(k) < kEagerModelBytes; ++k) {
       const OpArgs op = opOfBytes(static_cast<Collective>(c), classBytes(k), nranks_);
       if (!table_[c][k] || price(*eager_[c], op) >= price(*table_[c][k], op)) break;
       eagerEnd_[c] = std::max(eagerEnd_[c], static_cast<size_t>(classStart(k + 1)));

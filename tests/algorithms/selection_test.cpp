@@ -107,6 +107,25 @@ TEST(Eager, ReachesPastTheLimitWhereTheModelPricesItCheapest) {
   EXPECT_EQ(chosen(AlgorithmSelector(rules, m, 8, 2048), allReduce(256), 8), "ring");
 }
 
+// Across hosts there is no limit below which eager always runs: the model decides from the smallest
+// size (16 ranks on 2 hosts, whose 15 messages per rank cost more than rd's 4 steps), while on one
+// host the limit holds under the same model.
+TEST(Eager, AcrossHostsOnlyWhereTheModelPricesItCheapest) {
+  CostModel m;
+  m.alpha = 3.7e-6;
+  m.beta = 1.0 / 25e9;
+  m.message = 0.2e-6;
+  m.alphaLocal = 0.9e-6;
+  m.betaLocal = 1.0 / 150e9;
+  std::vector<uint64_t> ids;
+  for (int r = 0; r < 16; ++r) ids.push_back(static_cast<uint64_t>(r / 8));
+  AlgorithmSelector twoHosts({}, m, 16, 2048);
+  twoHosts.setHosts(patterns::HostLayout::fromHostIds(ids));
+  EXPECT_NE(chosen(twoHosts, allReduce(2), 16), "eager");  // 8 B
+  AlgorithmSelector oneHost({}, m, 16, 2048);
+  EXPECT_EQ(chosen(oneHost, allReduce(2), 16), "eager");
+}
+
 TEST(CostModel, LatencyThenBandwidth) {
   CostModel m;
   m.alpha = 5e-6;
