@@ -101,6 +101,24 @@ TEST(Sim, ALinkCarriesOneTransferAtATime) {
   EXPECT_NEAR(runChecked(Collective::AllReduce, "ring", topo, bytes).us, 2 * expected, 0.02 * expected);
 }
 
+// Ranks sharing cores: one that waited pays a hand-off to take its core back. A 2-rank ring on 1 core,
+// 1 us per message and nothing else: both wait for step 1's chunk (arriving at 1) and resume one after
+// the other (1 + h, 1 + 2h); rank 0's step-2 chunk reaches rank 1 at 2 + h, rank 1's reaches rank 0
+// at 2 + 2h, and each resumes again: the op ends at 2 + 3h. Without shared cores no hand-off.
+TEST(Sim, ARankThatWaitedOnASharedCorePaysAHandOff) {
+  Topology topo = topology("1host", 2);
+  topo.intraAlphaUs = 1;
+  topo.sendOverheadUs = 0;
+  topo.intraGBps = topo.copyGBps = topo.reduceGBps = 1e6;
+  topo.cores = 1;
+  for (double h : {0.0, 0.5, 1.0}) {
+    topo.handoffUs = h;
+    EXPECT_NEAR(runChecked(Collective::AllReduce, "ring", topo, 8).us, 2 + 3 * h, 1e-6) << h;
+  }
+  topo.cores = 0;
+  EXPECT_NEAR(runChecked(Collective::AllReduce, "ring", topo, 8).us, 2, 1e-6);
+}
+
 // --nodata moves no data (Primitives skips its copies and reductions: AlgoContext::sizesOnly) and
 // prices every chunk as the real run does: the same times and messages, per algorithm.
 TEST(Sim, SizesOnlyTakesTheRealRunsTimes) {

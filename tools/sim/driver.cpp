@@ -193,6 +193,7 @@ bool sweep(const Options& a, const Topology& topo, const std::vector<size_t>& si
         ctx.rank = rank, ctx.nranks = a.ranks, ctx.transport = &transport, ctx.waiter = &waiter;
         ctx.chunkBytes = static_cast<size_t>(a.chunk), ctx.scratch = &scratch, ctx.hosts = &hosts;
         ctx.sizesOnly = a.nodata;
+        transport.spend(topo.opOverheadUs);
         st = algorithm->run(op, ctx);
       }
       if (!st) {

@@ -27,7 +27,7 @@ struct Args : Options {
   std::string topo = "1host";
   // The model's figures (Topology's defaults when < 0), e.g. fitted to this machine by tools/sim-validate.
   double alphaUs = -1, linkGBps = -1, nicAlphaUs = -1, nicGBps = -1, copyGBps = -1, reduceGBps = -1, overheadUs = -1;
-  double recvOverheadUs = -1;
+  double recvOverheadUs = -1, opOverheadUs = -1, handoffUs = -1;
   int cores = 0;  // 0: a core per rank
   int64_t minBytes = 8, maxBytes = 1 << 20;
   double factor = 2;
@@ -38,8 +38,11 @@ const char* kUsage =
     "usage: zcoll-sim COLL -n RANKS [--topo 1host|hosts:G|fattree:G:RATIO] [-b MIN] [-e MAX] [-f FACTOR]\n"
     "                 [-a ALGO|all] [--check] [--nodata] [-d TYPE] [-o OP] [--chunk BYTES] [--slots K]\n"
     "                 [--alpha-us A] [--link-gbps B] [--nic-alpha-us A] [--nic-gbps B] [--copy-gbps C]\n"
-    "                 [--reduce-gbps R] [--overhead-us O] [--recv-overhead-us O] [--cores C]\n"
-    "                 (the network model's figures; --cores: all ranks share C cores, as on one machine)\n"
+    "                 [--reduce-gbps R] [--overhead-us O] [--recv-overhead-us O] [--op-overhead-us O]\n"
+    "                 [--cores C [--handoff-us H]]\n"
+    "                 (the network model's figures; --op-overhead-us: a call's own cost per rank;\n"
+    "                 --cores: all ranks share C cores, as on one machine, and a rank that waited\n"
+    "                 pays H to take a core back)\n"
     "COLL: allreduce, allgather, reducescatter, broadcast, reduce, gather, scatter, alltoall\n";
 
 bool parseArgs(int argc, char** argv, Args* a, std::string* error) {
@@ -74,6 +77,8 @@ bool parseArgs(int argc, char** argv, Args* a, std::string* error) {
                               : flag == "--reduce-gbps"  ? &a->reduceGBps
                               : flag == "--overhead-us"  ? &a->overheadUs
                               : flag == "--recv-overhead-us" ? &a->recvOverheadUs
+                              : flag == "--op-overhead-us" ? &a->opOverheadUs
+                              : flag == "--handoff-us" ? &a->handoffUs
                                                          : nullptr)
       ok = (*figure = std::atof(v.c_str())) >= 0 && (flag.find("gbps") == std::string::npos || *figure > 0);
     else { *error = "unknown option " + flag; return false; }
@@ -112,7 +117,9 @@ int run(int argc, char** argv) {
                                {a.nicAlphaUs, &Topology::nicAlphaUs}, {a.nicGBps, &Topology::nicGBps},
                                {a.copyGBps, &Topology::copyGBps}, {a.reduceGBps, &Topology::reduceGBps},
                                {a.overheadUs, &Topology::sendOverheadUs},
-                               {a.recvOverheadUs, &Topology::recvOverheadUs}})
+                               {a.recvOverheadUs, &Topology::recvOverheadUs},
+                               {a.opOverheadUs, &Topology::opOverheadUs},
+                               {a.handoffUs, &Topology::handoffUs}})
     if (figure >= 0) topo.*field = figure;
   topo.cores = a.cores;
   std::vector<size_t> sizes;

@@ -224,7 +224,7 @@ bool SimTransport::tryAcquireSend(int peer, SendSlot* slot) {
   const uint64_t next = p.committed;
   if (next - p.released >= p.slots.size()) return false;
   SimSlot& s = p.slots[next % p.slots.size()];
-  clockUs_ = std::max(clockUs_, s.freeUs);  // the slot came back at the receiver's time
+  resumeAt(s.freeUs);  // the slot came back at the receiver's time
   if (acquired_ >= 0 && acquired_ != peer) std::abort();  // two slots taken at once: staging_ cannot serve
   acquired_ = peer;
   if (net_.data_ && staging_.empty()) staging_.resize(net_.chunkBytes_);
@@ -257,7 +257,7 @@ bool SimTransport::tryRecv(int peer, RecvChunk* chunk) {
   const uint64_t next = p.released;
   if (p.committed == next) return false;
   const SimSlot& s = p.slots[next % p.slots.size()];
-  clockUs_ = std::max(clockUs_, s.arrivalUs);
+  resumeAt(s.arrivalUs);
   chunk->data = net_.data_ ? s.payload.data() : net_.shared_.data();
   chunk->bytes = s.bytes;
   return true;
@@ -277,6 +277,12 @@ void SimTransport::releaseRecv(int peer) {
   }
   p.released = next + 1;
   net_.rank(peer).ring();
+}
+
+void SimTransport::resumeAt(double readyUs) {
+  const Topology& t = net_.topo_;
+  if (readyUs <= clockUs_) return;
+  clockUs_ = t.cores > 0 && t.handoffUs > 0 ? net_.compute(readyUs, t.handoffUs) : readyUs;
 }
 
 void SimTransport::ring() {

@@ -10,7 +10,8 @@
 // starts when the sender's egress and the receiver's ingress are both free; each link keeps its
 // reservations in virtual time, so a transfer the tasks happen to reach late still takes the earliest
 // gap its links share, and two that truly overlap are served in the order the tasks commit them.
-// With Topology::cores, compute and transfers also take one of that many cores shared by all ranks.
+// With Topology::cores, compute and transfers also take one of that many cores shared by all ranks,
+// and a rank that waited pays Topology::handoffUs to take a core back.
 // Simplifications: a fat tree divides every flow between hosts by its oversubscription (as under
 // full load); a cross-rail hop adds its time but reserves no link. A rank that waits blocks its task
 // until a commit or release towards it; slots exist per pair once used (a ring's rank touches 2 of N).
@@ -41,10 +42,14 @@ struct Topology {
   double copyGBps = 300, reduceGBps = 150;     // compute: copying, reducing (per rank)
   double sendOverheadUs = 0.2;                 // a message's software cost at the sender
   double recvOverheadUs = 0;                   // and at the receiver
+  double opOverheadUs = 0;                     // a call's cost at each rank before its op moves data
   // 0: every rank has a core of its own. Else every rank's compute and software costs, and every
   // transfer (a software network: kernel copies), take one of this many cores shared by all ranks -
   // the simulated job on one machine (tools/sim-validate on this one).
   int cores = 0;
+  // With cores: a rank that waits (its chunk or slot comes later than its clock) gives its core to
+  // another, and resuming costs this (a hand-off between the ranks that share a core).
+  double handoffUs = 0;
 
   // "1host" (all on one host), "hosts:G" (rail-optimised, G ranks per host) or "fattree:G:R" (R: the
   // oversubscription ratio); false with a message naming the part that is wrong.
@@ -149,11 +154,15 @@ class SimTransport final : public Transport {
 
   double clockUs() const { return clockUs_; }
   void setClockUs(double t) { clockUs_ = t; }
+  // Software work of `us` on this rank (on a shared core with Topology::cores).
+  void spend(double us) { clockUs_ = net_.compute(clockUs_, us); }
 
  private:
   SimPair& out(int peer);
   SimPair& in(int peer);
   void ring();
+  // The clock after waiting for something ready at readyUs (Topology::handoffUs if it waited).
+  void resumeAt(double readyUs);
 
   SimNetwork& net_;
   int rank_;
