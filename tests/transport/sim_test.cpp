@@ -119,6 +119,22 @@ TEST(Sim, ARankThatWaitedOnASharedCorePaysAHandOff) {
   EXPECT_NEAR(runChecked(Collective::AllReduce, "ring", topo, 8).us, 2, 1e-6);
 }
 
+// Ops of at most Topology::cacheBytes move within a host at cachedGBps: a 2-rank ring of 1 MiB sends
+// 1 MiB per rank through its link, 1,048.576 us at 1 GB/s and twice that at 0.5.
+TEST(Sim, OpsUpToTheCacheEdgeMoveAtTheCachedRate) {
+  Topology topo = topology("1host", 2);
+  topo.intraAlphaUs = topo.sendOverheadUs = 0;
+  topo.copyGBps = topo.reduceGBps = 1e6;
+  topo.intraGBps = 1;
+  topo.cachedGBps = 0.5;
+  const size_t bytes = 1 << 20;
+  for (size_t edge : {size_t{0}, bytes / 2, bytes}) {
+    topo.cacheBytes = edge;
+    const double expected = (edge >= bytes ? 2 : 1) * 1048.576;
+    EXPECT_NEAR(runChecked(Collective::AllReduce, "ring", topo, bytes).us, expected, 1e-5 * expected) << edge;
+  }
+}
+
 // --nodata moves no data (Primitives skips its copies and reductions: AlgoContext::sizesOnly) and
 // prices every chunk as the real run does: the same times and messages, per algorithm.
 TEST(Sim, SizesOnlyTakesTheRealRunsTimes) {

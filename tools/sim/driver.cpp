@@ -159,6 +159,7 @@ bool sweep(const Options& a, const Topology& topo, const std::vector<size_t>& si
         sharedSend = std::make_unique_for_overwrite<unsigned char[]>(current.sendElems * es + 64);
         sharedRecv = std::make_unique_for_overwrite<unsigned char[]>(current.recvElems * es + 64);
       }
+      net.setOpBytes(sizes[k]);
       startUs = net.alignClocks();
       messages = net.messages();
     }

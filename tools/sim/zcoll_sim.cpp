@@ -27,7 +27,8 @@ struct Args : Options {
   std::string topo = "1host";
   // The model's figures (Topology's defaults when < 0), e.g. fitted to this machine by tools/sim-validate.
   double alphaUs = -1, linkGBps = -1, nicAlphaUs = -1, nicGBps = -1, copyGBps = -1, reduceGBps = -1, overheadUs = -1;
-  double recvOverheadUs = -1, opOverheadUs = -1, handoffUs = -1;
+  double recvOverheadUs = -1, opOverheadUs = -1, handoffUs = -1, cachedGBps = -1;
+  int64_t cacheBytes = 0;
   int cores = 0;  // 0: a core per rank
   int64_t minBytes = 8, maxBytes = 1 << 20;
   double factor = 2;
@@ -39,8 +40,9 @@ const char* kUsage =
     "                 [-a ALGO|all] [--check] [--nodata] [-d TYPE] [-o OP] [--chunk BYTES] [--slots K]\n"
     "                 [--alpha-us A] [--link-gbps B] [--nic-alpha-us A] [--nic-gbps B] [--copy-gbps C]\n"
     "                 [--reduce-gbps R] [--overhead-us O] [--recv-overhead-us O] [--op-overhead-us O]\n"
-    "                 [--cores C [--handoff-us H]]\n"
+    "                 [--cache-bytes S --cached-gbps B] [--cores C [--handoff-us H]]\n"
     "                 (the network model's figures; --op-overhead-us: a call's own cost per rank;\n"
+    "                 ops of at most S bytes move within a host at B GB/s (a CPU's private cache);\n"
     "                 --cores: all ranks share C cores, as on one machine, and a rank that waited\n"
     "                 pays H to take a core back)\n"
     "COLL: allreduce, allgather, reducescatter, broadcast, reduce, gather, scatter, alltoall\n";
@@ -69,6 +71,7 @@ bool parseArgs(int argc, char** argv, Args* a, std::string* error) {
     else if (flag == "--chunk") ok = parseByteSize(v, &a->chunk) && a->chunk >= 64;
     else if (flag == "--slots") ok = (a->slots = std::atoi(v.c_str())) >= 2;
     else if (flag == "--cores") ok = (a->cores = std::atoi(v.c_str())) >= 1;
+    else if (flag == "--cache-bytes") ok = parseByteSize(v, &a->cacheBytes);
     else if (double* figure = flag == "--alpha-us"       ? &a->alphaUs
                               : flag == "--link-gbps"    ? &a->linkGBps
                               : flag == "--nic-alpha-us" ? &a->nicAlphaUs
@@ -79,6 +82,7 @@ bool parseArgs(int argc, char** argv, Args* a, std::string* error) {
                               : flag == "--recv-overhead-us" ? &a->recvOverheadUs
                               : flag == "--op-overhead-us" ? &a->opOverheadUs
                               : flag == "--handoff-us" ? &a->handoffUs
+                              : flag == "--cached-gbps" ? &a->cachedGBps
                                                          : nullptr)
       ok = (*figure = std::atof(v.c_str())) >= 0 && (flag.find("gbps") == std::string::npos || *figure > 0);
     else { *error = "unknown option " + flag; return false; }
@@ -122,6 +126,8 @@ int run(int argc, char** argv) {
                                {a.handoffUs, &Topology::handoffUs}})
     if (figure >= 0) topo.*field = figure;
   topo.cores = a.cores;
+  topo.cacheBytes = static_cast<size_t>(a.cacheBytes);
+  if (a.cachedGBps > 0) topo.cachedGBps = a.cachedGBps;
   std::vector<size_t> sizes;
   const size_t unit = dataTypeSize(a.dtype) * (traits(a.coll).perRankBlocks ? static_cast<size_t>(a.ranks) : 1);
   for (double b = static_cast<double>(a.minBytes); b <= static_cast<double>(a.maxBytes); b *= a.factor) {

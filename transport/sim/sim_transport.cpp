@@ -172,7 +172,8 @@ double SimNetwork::transfer(int from, int to, size_t bytes, double departUs) {
   const double b = static_cast<double>(bytes);
   const size_t f = static_cast<size_t>(from), t = static_cast<size_t>(to);
   if (topo_.hostOf(from) == topo_.hostOf(to)) {
-    const double busy = b / (topo_.intraGBps * 1e3);  // GB/s = 1e3 bytes per us
+    const bool cached = opBytes_ <= topo_.cacheBytes && topo_.cachedGBps > 0;
+    const double busy = b / ((cached ? topo_.cachedGBps : topo_.intraGBps) * 1e3);  // GB/s = 1e3 bytes per us
     return reserve(egress_[f], ingress_[t], departUs, busy) + topo_.intraAlphaUs + busy;
   }
   double gbps = topo_.nicGBps, alpha = topo_.nicAlphaUs;

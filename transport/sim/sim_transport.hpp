@@ -11,7 +11,8 @@
 // reservations in virtual time, so a transfer the tasks happen to reach late still takes the earliest
 // gap its links share, and two that truly overlap are served in the order the tasks commit them.
 // With Topology::cores, compute and transfers also take one of that many cores shared by all ranks,
-// and a rank that waited pays Topology::handoffUs to take a core back.
+// and a rank that waited pays Topology::handoffUs to take a core back. Ops of at most
+// Topology::cacheBytes move within a host at cachedGBps (a CPU's private cache).
 // Simplifications: a fat tree divides every flow between hosts by its oversubscription (as under
 // full load); a cross-rail hop adds its time but reserves no link. A rank that waits blocks its task
 // until a commit or release towards it; slots exist per pair once used (a ring's rank touches 2 of N).
@@ -43,6 +44,10 @@ struct Topology {
   double sendOverheadUs = 0.2;                 // a message's software cost at the sender
   double recvOverheadUs = 0;                   // and at the receiver
   double opOverheadUs = 0;                     // a call's cost at each rank before its op moves data
+  // Ops of at most cacheBytes (0: none) move between a host's ranks at cachedGBps instead: on a CPU
+  // host their chunks are still in the writer's private cache when read, at another rate than later.
+  size_t cacheBytes = 0;
+  double cachedGBps = 0;
   // 0: every rank has a core of its own. Else every rank's compute and software costs, and every
   // transfer (a software network: kernel copies), take one of this many cores shared by all ranks -
   // the simulated job on one machine (tools/sim-validate on this one).
@@ -87,6 +92,8 @@ class SimNetwork {
   int size() const { return topo_.ranks; }
   // Whether a received chunk costs the reduction rate (the running op reduces) or the copy rate.
   void setReducing(bool reducing) { reducing_ = reducing; }
+  // The running op's size (zcoll-bench's size column), for Topology::cacheBytes.
+  void setOpBytes(size_t bytes) { opBytes_ = bytes; }
   // All clocks to the latest of them (between ops, with every rank stopped): returns it.
   double alignClocks();
   double latestClock() const;
@@ -104,6 +111,7 @@ class SimNetwork {
   int slots_;
   bool data_;
   bool reducing_ = false;
+  size_t opBytes_ = 0;
   std::vector<char> shared_;  // the one buffer of every slot without data
   // Slots keep their chunk's memory for the next one (no allocation per chunk) while all of it stays
   // under this; beyond it a released slot gives its memory back (N^2 pairs of a direct algorithm).
