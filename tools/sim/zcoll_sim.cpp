@@ -1,7 +1,7 @@
 // zcoll_sim.cpp - zcoll-sim: zcoll's real algorithms and selector on thousands of simulated ranks.
 //
 //   zcoll-sim COLL -n RANKS [--topo 1host|hosts:G|fattree:G:R] [-b MIN] [-e MAX] [-f FACTOR]
-//             [-a ALGO|all] [--check] [--nodata] [-d TYPE] [-o OP] [--chunk BYTES] [--slots K]
+//             [-a ALGO[,ALGO...]|all] [--check] [--nodata] [-d TYPE] [-o OP] [--chunk BYTES] [--slots K]
 //
 // Every rank is a cooperative task (transport/sim/scheduler.hpp) running the algorithm unchanged on the
 // sim transport, whose network model gives each chunk its arrival time; the table is zcoll-bench's, in
@@ -37,7 +37,8 @@ struct Args : Options {
 
 const char* kUsage =
     "usage: zcoll-sim COLL -n RANKS [--topo 1host|hosts:G|fattree:G:RATIO] [-b MIN] [-e MAX] [-f FACTOR]\n"
-    "                 [-a ALGO|all] [--check] [--nodata] [-d TYPE] [-o OP] [--chunk BYTES] [--slots K]\n"
+    "                 [-a ALGO[,ALGO...]|all] [--check] [--nodata] [-d TYPE] [-o OP] [--chunk BYTES]\n"
+    "                 [--slots K]\n"
     "                 [--alpha-us A] [--link-gbps B] [--nic-alpha-us A] [--nic-gbps B] [--copy-gbps C]\n"
     "                 [--reduce-gbps R] [--overhead-us O] [--recv-overhead-us O] [--op-overhead-us O]\n"
     "                 [--cache-bytes S --cached-gbps B] [--cores C [--handoff-us H]]\n"
@@ -138,10 +139,18 @@ int run(int argc, char** argv) {
     std::fprintf(stderr, "zcoll-sim: no size from -b to -e holds an element per rank (%zu bytes)\n", unit);
     return 2;
   }
-  std::vector<std::string> algos = {a.algo};
+  std::vector<std::string> algos;  // "all", or the names of -a in turn ("auto": "")
   if (a.algo == "all") {
     algos = algorithmsOf(a.coll, topo);
     algos.insert(algos.begin(), "");
+  } else {
+    for (size_t at = 0;;) {
+      const size_t comma = a.algo.find(',', at);
+      const std::string name = a.algo.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+      algos.push_back(name == "auto" ? "" : name);
+      if (comma == std::string::npos) break;
+      at = comma + 1;
+    }
   }
   std::printf("# zcoll-sim: %s, %d ranks, %s; chunk %lld B x %d slots%s%s\n", collectiveName(a.coll).data(), a.ranks,
               topo.describe().c_str(), static_cast<long long>(a.chunk), a.slots, a.check ? ", every element checked" : "",
