@@ -283,7 +283,8 @@ void SimTransport::releaseRecv(int peer) {
 void SimTransport::resumeAt(double readyUs) {
   const Topology& t = net_.topo_;
   if (readyUs <= clockUs_) return;
-  clockUs_ = t.cores > 0 && t.handoffUs > 0 ? net_.compute(readyUs, t.handoffUs) : readyUs;
+  const bool shared = t.cores > 0 && t.cores < t.ranks;  // another rank may hold the core meanwhile
+  clockUs_ = shared && t.handoffUs > 0 ? net_.compute(readyUs, t.handoffUs) : readyUs;
 }
 
 void SimTransport::ring() {

@@ -52,8 +52,8 @@ struct Topology {
   // transfer (a software network: kernel copies), take one of this many cores shared by all ranks -
   // the simulated job on one machine (tools/sim-validate on this one).
   int cores = 0;
-  // With cores: a rank that waits (its chunk or slot comes later than its clock) gives its core to
-  // another, and resuming costs this (a hand-off between the ranks that share a core).
+  // With fewer cores than ranks: a rank that waits (its chunk or slot comes later than its clock)
+  // gives its core to another, and resuming costs this (a hand-off between ranks that share a core).
   double handoffUs = 0;
 
   // "1host" (all on one host), "hosts:G" (rail-optimised, G ranks per host) or "fattree:G:R" (R: the
