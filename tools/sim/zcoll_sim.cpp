@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -124,11 +125,10 @@ int run(int argc, char** argv) {
                                {a.overheadUs, &Topology::sendOverheadUs},
                                {a.recvOverheadUs, &Topology::recvOverheadUs},
                                {a.opOverheadUs, &Topology::opOverheadUs},
-                               {a.handoffUs, &Topology::handoffUs}})
+                               {a.handoffUs, &Topology::handoffUs}, {a.cachedGBps, &Topology::cachedGBps}})
     if (figure >= 0) topo.*field = figure;
   topo.cores = a.cores;
   topo.cacheBytes = static_cast<size_t>(a.cacheBytes);
-  if (a.cachedGBps > 0) topo.cachedGBps = a.cachedGBps;
   std::vector<size_t> sizes;
   const size_t unit = dataTypeSize(a.dtype) * (traits(a.coll).perRankBlocks ? static_cast<size_t>(a.ranks) : 1);
   for (double b = static_cast<double>(a.minBytes); b <= static_cast<double>(a.maxBytes); b *= a.factor) {
@@ -144,12 +144,10 @@ int run(int argc, char** argv) {
     algos = algorithmsOf(a.coll, topo);
     algos.insert(algos.begin(), "");
   } else {
-    for (size_t at = 0;;) {
-      const size_t comma = a.algo.find(',', at);
-      const std::string name = a.algo.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
-      algos.push_back(name == "auto" ? "" : name);
-      if (comma == std::string::npos) break;
-      at = comma + 1;
+    for (std::string_view rest = a.algo;;) {
+      const std::string_view name = nextListItem(&rest);
+      algos.emplace_back(name == "auto" ? std::string_view() : name);
+      if (rest.empty()) break;
     }
   }
   std::printf("# zcoll-sim: %s, %d ranks, %s; chunk %lld B x %d slots%s%s\n", collectiveName(a.coll).data(), a.ranks,
