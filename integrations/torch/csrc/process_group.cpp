@@ -87,19 +87,25 @@ void ProcessGroupZcoll::submit(std::vector<c10::intrusive_ptr<ZcollWork>> works,
                                std::function<zcollResult_t()> run, std::function<void()> after) {
   auto shared = std::make_shared<std::vector<c10::intrusive_ptr<ZcollWork>>>(std::move(works));
   OrderedExecutor::Task task;
-  // The caller's autograd / inference-mode state goes with the operation to whichever thread runs
-  // it (the write-back copies depend on it), as gloo does.
-  task.run = [shared, comm = comm_, op = std::string(name), run = std::move(run), after = std::move(after),
-              state = at::ThreadLocalState()] {
-    at::ThreadLocalStateGuard guard(state);
+  // The caller's autograd / inference-mode state goes with the write-back copies (`after`) to
+  // whichever thread runs them, as gloo does. Without them nothing here is torch's: no state is
+  // taken (capturing and setting it cost more than a small all-reduce).
+  std::optional<at::ThreadLocalState> state;
+  if (after) state.emplace();
+  task.run = [shared, comm = comm_, op = name, run = std::move(run), after = std::move(after),
+              state = std::move(state)] {
+    std::optional<at::ThreadLocalStateGuard> guard;
+    if (state) guard.emplace(*state);
     std::exception_ptr error;
     try {
       const zcollResult_t r = run();
       // " Timed out " is what torch.distributed's callers match (its tests, watchdogs, elastic agents).
       if (r == zcollTimeout)
-        throw std::runtime_error("zcoll " + op + " failed: Timed out (the group's timeout): " + zcollGetLastError(comm));
+        throw std::runtime_error(std::string("zcoll ") + op +
+                                 " failed: Timed out (the group's timeout): " + zcollGetLastError(comm));
       if (r != zcollSuccess)
-        throw std::runtime_error("zcoll " + op + " failed (" + zcollGetErrorString(r) + "): " + zcollGetLastError(comm));
+        throw std::runtime_error(std::string("zcoll ") + op + " failed (" + zcollGetErrorString(r) +
+                                 "): " + zcollGetLastError(comm));
       if (after) after();
     } catch (...) {
       error = std::current_exception();
@@ -132,7 +138,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcoll::broadcast(std::vector<at::Tens
   return enqueue(
       c10d::OpType::BROADCAST, "broadcast", tensors,
       [s, root, comm = comm_] { return zcollBroadcast(s->data(), s->data(), bytesOf(s->buf), zcollUint8, root, comm, nullptr); },
-      [s] { s->copyBack(); });
+      copyBackOf(s));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupZcoll::allreduce(std::vector<at::Tensor>& tensors,
@@ -144,7 +150,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcoll::allreduce(std::vector<at::Tens
   return enqueue(
       c10d::OpType::ALLREDUCE, "allreduce", tensors,
       [s, r, comm = comm_] { return zcollAllReduce(s->data(), s->data(), s->count(), r.type, r.op, comm, nullptr); },
-      [s] { s->copyBack(); });
+      copyBackOf(s));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupZcoll::allreduce_coalesced(std::vector<at::Tensor>& tensors,
@@ -180,9 +186,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcoll::reduce(std::vector<at::Tensor>
       [s, r, root, comm = comm_] {
         return zcollReduce(s->data(), s->data(), s->count(), r.type, r.op, root, comm, nullptr);
       },
-      [s, atRoot] {
-        if (atRoot) s->copyBack();
-      });
+      atRoot ? copyBackOf(s) : std::function<void()>());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupZcoll::allgather(std::vector<std::vector<at::Tensor>>& outputs,
@@ -216,7 +220,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcoll::_allgather_base(at::Tensor& ou
   return enqueue(
       c10d::OpType::_ALLGATHER_BASE, "_allgather_base", {output},
       [src, s, comm = comm_] { return zcollAllGather(src.data_ptr(), s->data(), bytesOf(src), zcollUint8, comm, nullptr); },
-      [s] { s->copyBack(); });
+      copyBackOf(s));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupZcoll::gather(std::vector<std::vector<at::Tensor>>& outputs,
@@ -273,7 +277,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcoll::scatter(std::vector<at::Tensor
         return zcollScatter(flat.defined() ? flat.data_ptr() : nullptr, s->data(), bytesOf(s->buf), zcollUint8, root, comm,
                             nullptr);
       },
-      [s] { s->copyBack(); });
+      copyBackOf(s));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupZcoll::reduce_scatter(std::vector<at::Tensor>& outputs,
@@ -291,7 +295,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcoll::reduce_scatter(std::vector<at:
       [in, s, r, comm = comm_] {
         return zcollReduceScatter(in->data(), s->data(), s->count(), r.type, r.op, comm, nullptr);
       },
-      [s] { s->copyBack(); });
+      copyBackOf(s));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupZcoll::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
@@ -310,7 +314,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcoll::_reduce_scatter_base(at::Tenso
       [in, s, r, comm = comm_] {
         return zcollReduceScatter(in->data(), s->data(), s->count(), r.type, r.op, comm, nullptr);
       },
-      [s] { s->copyBack(); });
+      copyBackOf(s));
 }
 
 

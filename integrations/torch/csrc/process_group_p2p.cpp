@@ -44,7 +44,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcoll::alltoall_base(at::Tensor& outp
         [src, s, n = size_, comm = comm_] {
           return zcollAlltoAll(src.data_ptr(), s->data(), bytesOf(src) / static_cast<size_t>(n), zcollUint8, comm, nullptr);
         },
-        [s] { s->copyBack(); });
+        copyBackOf(s));
   }
   const std::vector<int64_t> sendBytes = splitBytes(src, inputSplitSizes, size_, "input");
   const std::vector<int64_t> recvBytes = splitBytes(s->dense, outputSplitSizes, size_, "output");
@@ -71,7 +71,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcoll::alltoall_base(at::Tensor& outp
         if (selfSrc.numel()) selfDst.copy_(selfSrc);
         return runP2P(*batch);
       },
-      [s] { s->copyBack(); });
+      copyBackOf(s));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupZcoll::alltoall(std::vector<at::Tensor>& outputs,

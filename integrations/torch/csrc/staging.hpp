@@ -7,6 +7,8 @@
 #include <c10/util/Exception.h>
 
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -116,6 +118,8 @@ struct Staged {
 
   size_t count() const { return static_cast<size_t>(buf.numel()); }
   void* data() const { return buf.data_ptr(); }
+  // Whether copyBack() has anything to do (the buffer is a copy of the caller's tensor).
+  bool writesBack() const { return widened || !dense.is_same(user); }
   // After the operation: the result back into the caller's tensor.
   void copyBack() const {
     if (widened) dense.copy_(buf);
@@ -134,6 +138,13 @@ inline Staged stage(const at::Tensor& t, const Reduction* r) {
     s.widened = true;
   }
   return s;
+}
+
+// The write-back of a staged output, or none where zcoll works in the caller's tensor itself (the
+// executor then carries no thread-local state over for it).
+inline std::function<void()> copyBackOf(const std::shared_ptr<Staged>& s) {
+  if (!s->writesBack()) return {};
+  return [s] { s->copyBack(); };
 }
 
 inline size_t bytesOf(const at::Tensor& t) { return static_cast<size_t>(t.numel()) * t.element_size(); }

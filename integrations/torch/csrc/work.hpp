@@ -21,25 +21,20 @@ class ZcollWork : public c10d::Work {
  public:
   ZcollWork(int rank, c10d::OpType type, const std::shared_ptr<OrderedExecutor>& executor,
             std::vector<at::Tensor> outputs)
-      : c10d::Work(rank, type),
-        executor_(executor),
-        outputs_(std::move(outputs)),
-        future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {}
+      : c10d::Work(rank, type), executor_(executor), outputs_(std::move(outputs)) {}
 
   void setTicket(uint64_t ticket) { ticket_.store(ticket); }
   // On the thread that ran the operation, before complete().
   void setError(std::exception_ptr e) { error_ = std::move(e); }
   // The future first: wait() returns once finish() ran, and then the future must be complete.
-  // A callback that throws must not leave the work unfinished.
   void complete() {
-    try {
-      if (error_) future_->setError(error_);
-      else future_->markCompleted(c10::IValue(outputs_));
-    } catch (const std::exception& e) {
-      TORCH_WARN("zcoll: a callback of a work's future raised: ", e.what());
-    } catch (...) {
-      TORCH_WARN("zcoll: a callback of a work's future raised");
+    c10::intrusive_ptr<c10::ivalue::Future> future;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ran_ = true;
+      future = future_;
     }
+    if (future) resolve(*future);
     finish(error_);
   }
 
@@ -62,7 +57,21 @@ class ZcollWork : public c10d::Work {
     if (exception_) std::rethrow_exception(exception_);
     return true;
   }
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  // Made on first request (most works are only waited for): complete at once if the work ran.
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override {
+    static const c10::TypePtr kTensorList = c10::ListType::create(c10::TensorType::get());
+    bool ran;
+    c10::intrusive_ptr<c10::ivalue::Future> future;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (future_) return future_;
+      future_ = c10::make_intrusive<c10::ivalue::Future>(kTensorList);
+      future = future_;
+      ran = ran_;
+    }
+    if (ran) resolve(*future);
+    return future;
+  }
   // A receive from any source: the rank it came from (set on the executor before complete()).
   void setSource(int rank) { source_.store(rank); }
   int sourceRank() const override { return source_.load(); }
@@ -73,7 +82,21 @@ class ZcollWork : public c10d::Work {
   // reference, or the executor would be destroyed by its own thread.
   std::weak_ptr<OrderedExecutor> executor_;
   std::vector<at::Tensor> outputs_;
-  c10::intrusive_ptr<c10::ivalue::Future> future_;
+  // The operation's outcome into the future, once (by complete() or by a getFuture() after it). A
+  // callback that throws must not leave the work unfinished.
+  void resolve(c10::ivalue::Future& future) {
+    try {
+      if (error_) future.setError(error_);
+      else future.markCompleted(c10::IValue(outputs_));
+    } catch (const std::exception& e) {
+      TORCH_WARN("zcoll: a callback of a work's future raised: ", e.what());
+    } catch (...) {
+      TORCH_WARN("zcoll: a callback of a work's future raised");
+    }
+  }
+
+  c10::intrusive_ptr<c10::ivalue::Future> future_;  // under mutex_
+  bool ran_ = false;                                // under mutex_: complete() began
   std::atomic<uint64_t> ticket_{0};
   std::exception_ptr error_;
 };

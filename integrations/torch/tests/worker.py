@@ -263,7 +263,11 @@ def scenario_ops(rank, n, gloo):
     for k, x in enumerate(xs):
         same(x, sum(data(r, (10_000,), torch.float32, salt=k) for r in range(n)), f"async all_reduce {k}")
     same(fut.wait(), xs[-1] * 2, "future .then")
-    checks += 5
+    # A future first asked for after its work ran is made complete.
+    late = works[0].get_future()
+    assert late.done(), "get_future() after wait(): not done"
+    same(late.wait()[0], xs[0], "future after wait")
+    checks += 6
     dist.barrier()
     print(f"rank {rank}: {checks} checks", flush=True)
 
