@@ -38,14 +38,14 @@ struct alignas(64) SegmentHeader {
   alignas(64) std::atomic<uint32_t> fdSleepers;
 };
 
-inline constexpr size_t kInlineBytes = 240;
+inline constexpr size_t kInlineBytes = 496;
 
 struct alignas(64) SlotHeader {
   std::atomic<uint64_t> seq;           // 1 + the FIFO position of the chunk; written last
   uint64_t bytes;                      // its payload size
   uint8_t inlined[kInlineBytes];       // host FIFOs: a chunk of at most kInlineBytes lives here
 };
-static_assert(sizeof(SlotHeader) == 256);
+static_assert(sizeof(SlotHeader) == 512);
 
 struct alignas(64) FifoCtrl {
   alignas(64) std::atomic<uint64_t> tail;  // chunks released by the receiver
