@@ -65,6 +65,25 @@ TEST(OrderedExecutor, TheWorkerStillRunsWhatNobodyWaitsForAfterCallersRanTheirs)
   EXPECT_TRUE(runs(ex.submit({[] {}, {}})));
 }
 
+// While callers run every task the worker looks for strays less and less often; it still finds one,
+// and a second task submitted behind it (nobody waited for the first) wakes it at once.
+TEST(OrderedExecutor, AfterALongCallersRunTheWorkerStillRunsWhatNobodyWaitsFor) {
+  OrderedExecutor ex;
+  auto runs = [&](uint64_t t) {
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (!ex.done(t) && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
+    return ex.done(t);
+  };
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_TRUE(ex.waitFor(ex.submit({[] {}, {}})));
+    std::this_thread::sleep_for(3ms);  // the worker's looks find nothing: they grow to their longest
+  }
+  EXPECT_TRUE(runs(ex.submit({[] {}, {}})));
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(ex.waitFor(ex.submit({[] {}, {}})));
+  ex.submit({[] {}, {}});
+  EXPECT_TRUE(runs(ex.submit({[] {}, {}})));
+}
+
 TEST(OrderedExecutor, AWaitWithATimeoutReturnsFalseWhileTheTaskStillRuns) {
   OrderedExecutor ex;
   std::atomic<bool> release{false};

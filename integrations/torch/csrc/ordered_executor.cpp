@@ -1,6 +1,7 @@
 // ordered_executor.cpp - see ordered_executor.hpp.
 #include "ordered_executor.hpp"
 
+#include <algorithm>
 #include <utility>
 
 namespace zcoll_torch {
@@ -29,7 +30,9 @@ uint64_t OrderedExecutor::submit(Task task) {
     std::lock_guard<std::mutex> lock(mutex_);
     ticket = nextTicket_++;
     queue_.push_back(Queued{ticket, std::chrono::steady_clock::now(), std::move(task)});
-    wake = !callerRuns_ || workerSleeps_;
+    // An older task still queued: its submitter went on without waiting, so the worker looks now.
+    wake = !callerRuns_ || workerSleeps_ || queue_.size() > 1;
+    if (queue_.size() > 1) poll_ = kPoll;
   }
   if (wake) workerCv_.notify_one();
   return ticket;
@@ -46,6 +49,7 @@ void OrderedExecutor::runFront(std::unique_lock<std::mutex>& lock, bool onWorker
   lock.lock();
   running_ = false;
   callerRuns_ = !onWorker;
+  if (onWorker) poll_ = kPoll;  // should callers take over again, the worker looks soon
   completedUpTo_ = ticket;  // runs are serialised, so this only grows
   cv_.notify_all();
   if (!onWorker && !queue_.empty()) workerCv_.notify_one();  // the worker waited while this one ran
@@ -100,7 +104,8 @@ void OrderedExecutor::workerLoop() {
     }
     if (stop_ && queue_.empty() && !running_) return;
     if (callerRuns_) {
-      workerCv_.wait_for(lock, kPoll);
+      if (workerCv_.wait_for(lock, poll_) == std::cv_status::timeout && queue_.empty())
+        poll_ = std::min(poll_ * 2, kMaxPoll);
     } else {
       workerSleeps_ = true;
       workerCv_.wait(lock);

@@ -8,8 +8,11 @@
 // DDP's bucket all-reduces), so those still overlap the caller's compute. The worker leaves a task
 // alone for kGrace after its submission: the submitting thread, about to wait for it, runs it (else
 // the woken worker took it first about half the time, and the op paid both wake-ups anyway). While
-// the callers run the tasks themselves, submit() does not even wake the worker: it looks every kPoll
-// for a task nobody took, and once it runs one, submissions wake it again.
+// the callers run the tasks themselves, submit() does not even wake the worker: it looks for a task
+// nobody took, after kPoll and then twice as long each time it found none, up to kMaxPoll (each look
+// takes the callers' core for a timer and two switches: every 1 ms it cost a 2-rank 1-4 MiB
+// all-reduce 3-10%); a submission behind a task still queued (its submitter did not wait) wakes it
+// at once, and once it runs a task, submissions wake it again.
 //
 // Completion (a task's `complete`, which runs future callbacks) happens outside the ordering: inline
 // on a waiting thread that ran the task, and on completion threads for tasks the worker ran - so a
@@ -62,6 +65,8 @@ class OrderedExecutor {
 
   static constexpr std::chrono::microseconds kGrace{200};
   static constexpr std::chrono::milliseconds kPoll{1};
+  static constexpr std::chrono::milliseconds kMaxPoll{8};
+  std::chrono::milliseconds poll_{kPoll};  // the worker's next look while callers run the tasks
   struct Queued {
     uint64_t ticket;
     std::chrono::steady_clock::time_point submitted;
