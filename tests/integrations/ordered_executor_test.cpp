@@ -13,6 +13,17 @@
 using zcoll_torch::OrderedExecutor;
 using namespace std::chrono_literals;
 
+namespace {
+
+// Whether task t runs with nobody waiting for it (within a generous bound).
+bool runsUnwaited(const OrderedExecutor& ex, uint64_t t) {
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!ex.done(t) && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
+  return ex.done(t);
+}
+
+}  // namespace
+
 TEST(OrderedExecutor, RunsTasksOneAtATimeInSubmissionOrderWhoeverRunsThem) {
   OrderedExecutor ex;
   std::mutex m;
@@ -42,22 +53,15 @@ TEST(OrderedExecutor, RunsTasksOneAtATimeInSubmissionOrderWhoeverRunsThem) {
 TEST(OrderedExecutor, TheWorkerRunsWhatNobodyWaitsFor) {
   OrderedExecutor ex;
   std::atomic<bool> ran{false};
-  const uint64_t t = ex.submit({[&] { ran = true; }, {}});
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (!ex.done(t) && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
+  EXPECT_TRUE(runsUnwaited(ex, ex.submit({[&] { ran = true; }, {}})));
   EXPECT_TRUE(ran.load());
-  EXPECT_TRUE(ex.done(t));
 }
 
 // Callers running their own tasks stop waking the worker at each submission; a task nobody waits for
 // still runs, whatever ran before it (the worker asleep since an earlier task it ran: DDP hung so).
 TEST(OrderedExecutor, TheWorkerStillRunsWhatNobodyWaitsForAfterCallersRanTheirs) {
   OrderedExecutor ex;
-  auto runs = [&](uint64_t t) {
-    const auto deadline = std::chrono::steady_clock::now() + 10s;
-    while (!ex.done(t) && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
-    return ex.done(t);
-  };
+  auto runs = [&](uint64_t t) { return runsUnwaited(ex, t); };
   EXPECT_TRUE(runs(ex.submit({[] {}, {}})));  // the worker runs it, then sleeps
   for (int i = 0; i < 3; ++i) EXPECT_TRUE(ex.waitFor(ex.submit({[] {}, {}})));  // callers run these
   EXPECT_TRUE(runs(ex.submit({[] {}, {}})));
@@ -69,11 +73,7 @@ TEST(OrderedExecutor, TheWorkerStillRunsWhatNobodyWaitsForAfterCallersRanTheirs)
 // and a second task submitted behind it (nobody waited for the first) wakes it at once.
 TEST(OrderedExecutor, AfterALongCallersRunTheWorkerStillRunsWhatNobodyWaitsFor) {
   OrderedExecutor ex;
-  auto runs = [&](uint64_t t) {
-    const auto deadline = std::chrono::steady_clock::now() + 10s;
-    while (!ex.done(t) && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
-    return ex.done(t);
-  };
+  auto runs = [&](uint64_t t) { return runsUnwaited(ex, t); };
   for (int i = 0; i < 20; ++i) {
     EXPECT_TRUE(ex.waitFor(ex.submit({[] {}, {}})));
     std::this_thread::sleep_for(3ms);  // the worker's looks find nothing: they grow to their longest
