@@ -2,6 +2,9 @@
 #include "transport/sim/scheduler.hpp"
 
 #include <sys/mman.h>
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
 
 #include <cstdint>
 #include <cstdlib>
@@ -29,6 +32,61 @@ void arrived(void*, bool) {}
 void toMain(void**) {}
 #endif
 
+#if defined(__x86_64__)
+// zcollSimSwitch(save, to): pushes the callee-saved registers and the SSE and x87 control words, stores
+// the stack pointer at *save, and pops the same from the stack `to` was saved from. A new task's
+// stack starts as such a frame whose return address is zcollSimStart, which calls r14(r12).
+extern "C" void zcollSimSwitch(void** save, void* to);
+extern "C" void zcollSimStart();
+asm(R"(
+    .text
+    .globl zcollSimSwitch
+    .hidden zcollSimSwitch
+    .type zcollSimSwitch, @function
+zcollSimSwitch:
+    pushq %rbp
+    pushq %rbx
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    subq $8, %rsp
+    stmxcsr (%rsp)
+    fnstcw 4(%rsp)
+    movq %rsp, (%rdi)
+    movq %rsi, %rsp
+    ldmxcsr (%rsp)
+    fldcw 4(%rsp)
+    addq $8, %rsp
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbx
+    popq %rbp
+    ret
+    .size zcollSimSwitch, .-zcollSimSwitch
+
+    .globl zcollSimStart
+    .hidden zcollSimStart
+    .type zcollSimStart, @function
+zcollSimStart:
+    movq %r12, %rdi
+    call *%r14
+    ud2
+    .size zcollSimStart, .-zcollSimStart
+)");
+
+// The frame zcollSimSwitch pops, in stack order (lowest address first).
+struct StartFrame {
+  uint32_t mxcsr;
+  uint16_t fpuControl, pad;
+  uint64_t r15, r14, r13, r12, rbx, rbp;
+  void (*ret)();
+};
+static_assert(sizeof(StartFrame) == 64);
+#endif
+
 }  // namespace
 
 Scheduler::~Scheduler() {
@@ -41,9 +99,8 @@ void Scheduler::spawn(std::function<void()> fn) {
   tasks_.back().fn = std::move(fn);
 }
 
-void Scheduler::entry(unsigned lo, unsigned hi) {
+void Scheduler::taskMain(Scheduler* self) {
   arrived(nullptr, true);
-  auto* self = reinterpret_cast<Scheduler*>((static_cast<uintptr_t>(hi) << 32) | lo);
   Task& t = self->tasks_[static_cast<size_t>(self->current_)];
   try {
     t.fn();
@@ -52,7 +109,15 @@ void Scheduler::entry(unsigned lo, unsigned hi) {
   }
   t.done = true;
   toMain(nullptr);  // this stack ends here
-}  // returns to main_ (uc_link)
+#if defined(__x86_64__)
+  zcollSimSwitch(&t.sp, self->mainSp_);  // never comes back
+  std::abort();
+#endif
+}  // ucontext: returns to main_ (uc_link)
+
+void Scheduler::entry(unsigned lo, unsigned hi) {
+  taskMain(reinterpret_cast<Scheduler*>((static_cast<uintptr_t>(hi) << 32) | lo));
+}
 
 void Scheduler::prepare(size_t i) {
   Task& t = tasks_[i];
@@ -60,6 +125,18 @@ void Scheduler::prepare(size_t i) {
   void* stack = mmap(nullptr, stackBytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (stack == MAP_FAILED) std::abort();
   t.stack = static_cast<char*>(stack);
+#if defined(__x86_64__)
+  // The first switch to the task pops this frame and returns into zcollSimStart, with the stack
+  // 16-byte aligned there (its call then enters taskMain as any call does).
+  auto* frame = reinterpret_cast<StartFrame*>(t.stack + stackBytes_ - sizeof(StartFrame) - 16);
+  *frame = StartFrame{};
+  frame->mxcsr = _mm_getcsr();
+  asm volatile("fnstcw %0" : "=m"(frame->fpuControl));
+  frame->r12 = reinterpret_cast<uint64_t>(this);
+  frame->r14 = reinterpret_cast<uint64_t>(&Scheduler::taskMain);
+  frame->ret = &zcollSimStart;
+  t.sp = frame;
+#else
   getcontext(&t.context);
   t.context.uc_stack.ss_sp = t.stack;
   t.context.uc_stack.ss_size = stackBytes_;
@@ -67,6 +144,7 @@ void Scheduler::prepare(size_t i) {
   const auto self = reinterpret_cast<uintptr_t>(this);
   makecontext(&t.context, reinterpret_cast<void (*)()>(&Scheduler::entry), 2, static_cast<unsigned>(self),
               static_cast<unsigned>(self >> 32));
+#endif
   runnable_.push_back(static_cast<int>(i));
 }
 
@@ -78,7 +156,11 @@ bool Scheduler::run(std::vector<int>* stuck) {
     Task& t = tasks_[static_cast<size_t>(current_)];
     void* fake = nullptr;
     toStack(&fake, t.stack, stackBytes_);
+#if defined(__x86_64__)
+    zcollSimSwitch(&mainSp_, t.sp);
+#else
     swapcontext(&main_, &t.context);
+#endif
     arrived(fake, false);
     if (t.done && t.stack) {
       munmap(t.stack, stackBytes_);
@@ -97,7 +179,11 @@ void Scheduler::block() {
   t.blocked = true;
   void* fake = nullptr;
   toMain(&fake);
+#if defined(__x86_64__)
+  zcollSimSwitch(&t.sp, mainSp_);
+#else
   swapcontext(&t.context, &main_);
+#endif
   arrived(fake, false);
 }
 
