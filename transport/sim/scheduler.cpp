@@ -39,7 +39,7 @@ void toMain(void**) {}
 extern "C" void zcollSimSwitch(void** save, void* to);
 extern "C" void zcollSimStart();
 asm(R"(
-    .text
+    .pushsection .text
     .globl zcollSimSwitch
     .hidden zcollSimSwitch
     .type zcollSimSwitch, @function
@@ -75,6 +75,7 @@ zcollSimStart:
     call *%r14
     ud2
     .size zcollSimStart, .-zcollSimStart
+    .popsection
 )");
 
 // The frame zcollSimSwitch pops, in stack order (lowest address first).
