@@ -116,7 +116,8 @@ class ProcessGroupZcoll : public ProcessGroupBase {
     at::Tensor user;  // the caller's tensor (copied back after a receive when it is not buf)
   };
   // Queues run (the zcoll calls, then `after`) on the executor; its outcome completes every work.
-  // `name` is a string literal (kept, not copied).
+  // Only `after` may call torch ops: it runs under the caller's thread-local state (grad mode...),
+  // `run` under whichever thread's runs it. `name` is a string literal (kept, not copied).
   void submit(std::vector<c10::intrusive_ptr<ZcollWork>> works, const char* name, std::function<zcollResult_t()> run,
               std::function<void()> after);
   // One operation, one work with these outputs.

@@ -227,6 +227,15 @@ def scenario_ops(rank, n, gloo):
         dist.all_to_all_single(zo, a, out_splits, in_splits)
         dist.all_to_all_single(go, a, out_splits, in_splits, group=gloo)
         same(zo, go, f"all_to_all_single uneven {dtype}")
+        if dtype.is_floating_point:
+            # Into an output that requires grad, run by the worker (nobody waits for it at once): the
+            # bytes are written as gloo writes them, without autograd.
+            zg = torch.zeros(sum(out_splits), 3, dtype=dtype, requires_grad=True)
+            w = dist.all_to_all_single(zg, a, out_splits, in_splits, async_op=True)
+            time.sleep(0.02)
+            w.wait()
+            same(zg.detach(), go, f"all_to_all_single uneven into a tensor that requires grad {dtype}")
+            checks += 1
         # all_to_all (lists of different sizes), beside the reference
         ins = [data(rank, (rank + k + 2,), dtype, salt=k) for k in range(n)]
         outs = [torch.empty(k + rank + 2, dtype=dtype) for k in range(n)]
@@ -234,6 +243,12 @@ def scenario_ops(rank, n, gloo):
         for k in range(n):
             same(outs[k], data(k, (k + rank + 2,), dtype, salt=rank), f"all_to_all {dtype} from {k}")
         checks += 2
+        if dtype.is_floating_point:  # outputs that require grad: written as bytes (this rank's too)
+            outs = [torch.zeros(k + rank + 2, dtype=dtype, requires_grad=True) for k in range(n)]
+            dist.all_to_all(outs, ins)
+            for k in range(n):
+                same(outs[k].detach(), data(k, (k + rank + 2,), dtype, salt=rank), f"all_to_all {dtype} requires grad")
+            checks += 1
     # send/recv around the ring (blocking and isend/irecv), and a symmetric exchange of 4 MiB with
     # batch_isend_irecv (both ranks send first: only a batch makes that safe).
     nxt, prv = (rank + 1) % n, (rank - 1) % n
