@@ -116,9 +116,11 @@ void Scheduler::taskMain(Scheduler* self) {
 #endif
 }  // ucontext: returns to main_ (uc_link)
 
+#if !defined(__x86_64__)
 void Scheduler::entry(unsigned lo, unsigned hi) {
   taskMain(reinterpret_cast<Scheduler*>((static_cast<uintptr_t>(hi) << 32) | lo));
 }
+#endif
 
 void Scheduler::prepare(size_t i) {
   Task& t = tasks_[i];

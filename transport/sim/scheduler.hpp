@@ -49,9 +49,11 @@ class Scheduler {
     bool blocked = false, done = false;
   };
   void prepare(size_t i);  // task i's stack and context (apart: getcontext returns twice)
-  static void entry(unsigned lo, unsigned hi);
   // Runs task current_'s function, then leaves its stack for good.
   static void taskMain(Scheduler* self);
+#if !defined(__x86_64__)
+  static void entry(unsigned lo, unsigned hi);  // makecontext's int arguments to taskMain
+#endif
 
   size_t stackBytes_;
   std::vector<Task> tasks_;

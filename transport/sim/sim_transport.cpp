@@ -69,7 +69,12 @@ std::string Topology::describe() const {
 }
 
 SimNetwork::SimNetwork(const Topology& topo, Scheduler& scheduler, size_t chunkBytes, int slotsPerPair, bool data)
-    : topo_(topo), scheduler_(scheduler), chunkBytes_(chunkBytes), slots_(slotsPerPair), data_(data) {
+    : topo_(topo),
+      scheduler_(scheduler),
+      chunkBytes_(chunkBytes),
+      slots_(slotsPerPair),
+      data_(data),
+      intraGBps_(topo.intraGBps) {
   const size_t n = static_cast<size_t>(topo.ranks);
   if (!data_) shared_.resize(chunkBytes_);
   egress_.resize(n), ingress_.resize(n), nicOut_.resize(n), nicIn_.resize(n);
@@ -172,8 +177,7 @@ double SimNetwork::transfer(int from, int to, size_t bytes, double departUs) {
   const double b = static_cast<double>(bytes);
   const size_t f = static_cast<size_t>(from), t = static_cast<size_t>(to);
   if (topo_.hostOf(from) == topo_.hostOf(to)) {
-    const bool cached = opBytes_ <= topo_.cacheBytes && topo_.cachedGBps > 0;
-    const double busy = b / ((cached ? topo_.cachedGBps : topo_.intraGBps) * 1e3);  // GB/s = 1e3 bytes per us
+    const double busy = b / (intraGBps_ * 1e3);  // GB/s = 1e3 bytes per us
     return reserve(egress_[f], ingress_[t], departUs, busy) + topo_.intraAlphaUs + busy;
   }
   double gbps = topo_.nicGBps, alpha = topo_.nicAlphaUs;
@@ -239,7 +243,7 @@ void SimTransport::commitSend(int peer, size_t bytes) {
   const uint64_t next = p.committed;
   SimSlot& s = p.slots[next % p.slots.size()];
   const Topology& t = net_.topo_;
-  clockUs_ = net_.compute(clockUs_, t.sendOverheadUs + static_cast<double>(bytes) / (t.copyGBps * 1e3));
+  spend(t.sendOverheadUs + static_cast<double>(bytes) / (t.copyGBps * 1e3));
   s.bytes = bytes;
   if (net_.data_) {
     const size_t before = s.payload.capacity();
@@ -269,8 +273,7 @@ void SimTransport::releaseRecv(int peer) {
   const uint64_t next = p.released;
   SimSlot& s = p.slots[next % p.slots.size()];
   const Topology& t = net_.topo_;
-  clockUs_ = net_.compute(clockUs_, t.recvOverheadUs + static_cast<double>(s.bytes) /
-                                                            ((net_.reducing_ ? t.reduceGBps : t.copyGBps) * 1e3));
+  spend(t.recvOverheadUs + static_cast<double>(s.bytes) / ((net_.reducing_ ? t.reduceGBps : t.copyGBps) * 1e3));
   s.freeUs = clockUs_;
   if (net_.retained_ > SimNetwork::kRetainBytes) {  // past the budget, memory follows the data in flight
     net_.retained_ -= s.payload.capacity();

@@ -92,8 +92,11 @@ class SimNetwork {
   int size() const { return topo_.ranks; }
   // Whether a received chunk costs the reduction rate (the running op reduces) or the copy rate.
   void setReducing(bool reducing) { reducing_ = reducing; }
-  // The running op's size (zcoll-bench's size column), for Topology::cacheBytes.
-  void setOpBytes(size_t bytes) { opBytes_ = bytes; }
+  // The running op's size (zcoll-bench's size column): up to Topology::cacheBytes, a host's links move
+  // at cachedGBps.
+  void setOpBytes(size_t bytes) {
+    intraGBps_ = bytes <= topo_.cacheBytes && topo_.cachedGBps > 0 ? topo_.cachedGBps : topo_.intraGBps;
+  }
   // All clocks to the latest of them (between ops, with every rank stopped): returns it.
   double alignClocks();
   double latestClock() const;
@@ -111,7 +114,7 @@ class SimNetwork {
   int slots_;
   bool data_;
   bool reducing_ = false;
-  size_t opBytes_ = 0;
+  double intraGBps_;  // a host's link rate for the running op (setOpBytes)
   std::vector<char> shared_;  // the one buffer of every slot without data
   // Slots keep their chunk's memory for the next one (no allocation per chunk) while all of it stays
   // under this; beyond it a released slot gives its memory back (N^2 pairs of a direct algorithm).
