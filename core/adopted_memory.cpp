@@ -303,7 +303,7 @@ bool plainPages(uintptr_t b, uintptr_t e, bool* heap) {
 }
 
 void fill(const Range& r, uintptr_t p, size_t bytes, uintptr_t b, uintptr_t e, SharedMemRef* ref) {
-  ref->pid = static_cast<int32_t>(::getpid());
+  ref->pid = sharedMemPid();
   ref->fd = r.fd;
   ref->id = r.id;
   ref->dev = r.dev;

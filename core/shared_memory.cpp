@@ -1,6 +1,7 @@
 // shared_memory.cpp - see shared_memory.hpp.
 #include "core/shared_memory.hpp"
 
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -31,6 +32,8 @@ struct Registry {
 };
 
 std::atomic<uint64_t> gFrees{0};  // lock-free: memory hooks step it (core/adopted_memory.cpp)
+
+std::atomic<int32_t> gPid{0};  // 0: not read yet in this process
 
 Registry& registry() {
   static Registry* r = new Registry();  // never destroyed: frees may come from static destructors
@@ -79,6 +82,16 @@ Status sharedMemFree(void* ptr) {
   return Status::ok();
 }
 
+int32_t sharedMemPid() {
+  int32_t pid = gPid.load(std::memory_order_relaxed);
+  if (pid != 0) return pid;
+  static const bool forgetAtFork =
+      ::pthread_atfork(nullptr, nullptr, [] { gPid.store(0, std::memory_order_relaxed); }) == 0;
+  pid = static_cast<int32_t>(::getpid());
+  if (forgetAtFork) gPid.store(pid, std::memory_order_relaxed);
+  return pid;
+}
+
 bool sharedMemFind(const void* p, size_t bytes, SharedMemRef* ref) {
   Registry& r = registry();
   const auto addr = reinterpret_cast<uintptr_t>(p);
@@ -90,7 +103,7 @@ bool sharedMemFind(const void* p, size_t bytes, SharedMemRef* ref) {
   const Allocation& a = it->second;
   const uintptr_t offset = addr - it->first;
   if (offset > a.bytes || bytes > a.bytes - offset) return false;
-  ref->pid = static_cast<int32_t>(::getpid());
+  ref->pid = sharedMemPid();
   ref->fd = a.fd;
   ref->id = a.id;
   ref->dev = a.dev;

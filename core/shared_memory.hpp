@@ -44,6 +44,8 @@ bool sharedMemFind(const void* p, size_t bytes, SharedMemRef* ref);
 // sharedMemFind, else (adopt: ZCOLL_LOCAL_REGISTER) plain memory registered on its reuse
 // (core/adopted_memory.hpp), whose ref may leave a head and a tail out.
 bool sharedMemExport(const void* p, size_t bytes, bool adopt, SharedMemRef* ref);
+// This process's id (a ref's pid) without a system call per op: cached, and read again in a forked child.
+int32_t sharedMemPid();
 // The free generation (see sharedMemFind), and its step when memory a peer may map goes away.
 uint64_t sharedMemFreeGeneration();
 void sharedMemFreed();

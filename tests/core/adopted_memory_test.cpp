@@ -261,5 +261,17 @@ TEST_F(AdoptedMemory, FilesReadOnlyMemoryAndSmallBuffersStayAsTheyAre) {
   munmap(small, 2 * kPage);
 }
 
+// A ref names its process by a cached pid: a forked child's refs name the child.
+TEST(SharedMemPid, IsThisProcessAlsoInAForkedChild) {
+  ASSERT_EQ(sharedMemPid(), static_cast<int32_t>(getpid()));
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) _exit(sharedMemPid() == static_cast<int32_t>(getpid()) ? 0 : 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child's refs name its parent";
+  EXPECT_EQ(sharedMemPid(), static_cast<int32_t>(getpid()));
+}
+
 }  // namespace
 }  // namespace zcoll
