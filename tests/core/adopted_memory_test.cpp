@@ -3,8 +3,10 @@
 // anonymous memory: munmap ends the registration, madvise(DONTNEED) gives zero pages, a forked child
 // gets a private copy; the brk heap is checked at each use. Files and read-only memory stay as they are.
 #include <fcntl.h>
+#include <linux/mempolicy.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -196,6 +198,35 @@ TEST_F(AdoptedMemory, AForkedChildGetsAPrivateCopy) {
   EXPECT_TRUE(sharedAt(m)) << "the parent keeps its registration";
   for (int fd : {toChild[0], toChild[1], toParent[0], toParent[1]}) close(fd);
   munmap(m, 16 * kPage);
+}
+
+// The check at each use of a brk-heap range: shrunk and grown back between two uses (a buffer freed,
+// the heap trimmed, another allocated at the same address), the range is no longer exported. Its
+// memfd's pages carry a memory policy no heap page has (where the kernel has NUMA): what the check reads.
+TEST_F(AdoptedMemory, AHeapShrunkAndGrownBackBetweenUsesIsSeenAtTheNext) {
+  auto* top = static_cast<uint8_t*>(sbrk(0));
+  const uintptr_t pad = (kPage - reinterpret_cast<uintptr_t>(top) % kPage) % kPage;
+  ASSERT_NE(sbrk(static_cast<intptr_t>(pad + 8 * kPage)), reinterpret_cast<void*>(-1));
+  uint8_t* m = top + pad;
+  fill(m, 8 * kPage, 4);
+  SharedMemRef ref;
+  adoptedExport(m, 8 * kPage, true, &ref);
+  ASSERT_TRUE(adoptedExport(m, 8 * kPage, true, &ref));
+  int mode = -1;
+  if (syscall(SYS_get_mempolicy, &mode, nullptr, 0, m + 7 * kPage, MPOL_F_ADDR) == 0) {
+    EXPECT_EQ(mode, MPOL_PREFERRED | MPOL_F_STATIC_NODES) << "the heap range's marker";
+  }
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(adoptedExport(m, 8 * kPage, true, &ref)) << "use " << i;
+  const AdoptedStats before = adoptedStats();
+  ASSERT_NE(sbrk(-static_cast<intptr_t>(2 * kPage)), reinterpret_cast<void*>(-1));
+  ASSERT_NE(sbrk(static_cast<intptr_t>(2 * kPage)), reinterpret_cast<void*>(-1));
+  fill(m + 6 * kPage, 2 * kPage, 9);
+  EXPECT_FALSE(adoptedExport(m, 8 * kPage, true, &ref)) << "the top pages are fresh heap pages now";
+  EXPECT_EQ(adoptedStats().invalidations, before.invalidations + 1);
+  EXPECT_TRUE(holds(m, 6 * kPage, 4));
+  EXPECT_TRUE(holds(m + 6 * kPage, 2 * kPage, 9));
+  adoptedRelease();
+  ASSERT_NE(sbrk(-static_cast<intptr_t>(pad + 8 * kPage)), reinterpret_cast<void*>(-1));
 }
 
 // Each exportable range holds a descriptor: past 64, the one used longest ago gives its up (and its
