@@ -53,6 +53,8 @@ inline double opSize(const OpArgs& op, int nranks) {
   return static_cast<double>(opBytes(op.coll, op.count, op.dtype, nranks));
 }
 
+struct ZeroCopyMemo;  // algorithms/zcopy.hpp
+
 // What an algorithm may use while it runs.
 struct AlgoContext {
   int rank = 0;
@@ -61,6 +63,7 @@ struct AlgoContext {
   Waiter* waiter = nullptr;
   size_t chunkBytes = 0;  // <= transport->chunkCapacity()
   Scratch* scratch = nullptr;
+  ZeroCopyMemo* zeroCopyMemo = nullptr;  // the communicator's, kept between its zero-copy ops
   Tracer* tracer = nullptr;  // ZCOLL_TRACE, or nullptr
   // Device operations (buffers in device memory): the executor that computes on them, else nullptr.
   DeviceExecutor* device = nullptr;

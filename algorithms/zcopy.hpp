@@ -7,7 +7,8 @@
 // selected algorithm instead (all that an op on other memory pays); (2) whether each rank could map
 // every peer's buffers (the same answer everywhere, or the fallback again), with the buffers' ends
 // that are not shared memory - only where needed: an all-gather without ends votes in (3) and, after
-// a "no", runs the selected algorithm afresh on its untouched inputs; (3) after the data moved,
+// a "no", runs the selected algorithm afresh on its untouched inputs, and an op whose offers are the
+// last zero-copy op's needs no vote (ZeroCopyMemo); (3) after the data moved,
 // "done" - a rank returns once every peer has finished reading its sendbuff (and, for all-reduce,
 // writing its recvbuff). Between them:
 //   all-reduce     rank r reduces slice r (the ring's block partition) of every rank's sendbuff
@@ -20,11 +21,22 @@
 // read once and written once.
 #pragma once
 
+#include <cstdint>
+#include <vector>
+
 #include "algorithms/algorithm.hpp"
 
 namespace zcoll {
 
 inline constexpr std::string_view kZeroCopyName = "zcopy";
+
+// What a communicator keeps between its zero-copy ops: the round-1 messages of every rank in the last
+// op that ran zero copy. An all-reduce or reduce-scatter whose messages are the same, without ends,
+// skips the vote (2): every rank mapped those very buffers then and still has them mapped (a peer's
+// mappings go only when its free generation, part of each reference, changes).
+struct ZeroCopyMemo {
+  std::vector<uint8_t> hellos;
+};
 
 // Whether zero copy serves this collective at all (all-reduce, reduce-scatter, all-gather, broadcast).
 bool zeroCopyServes(Collective coll);

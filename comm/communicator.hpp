@@ -22,6 +22,7 @@
 #include "algorithms/algorithm.hpp"
 #include "algorithms/device_executor.hpp"
 #include "algorithms/registry.hpp"
+#include "algorithms/zcopy.hpp"
 #include "bootstrap/bootstrap.hpp"
 #include "core/config.hpp"
 #include "core/device.hpp"
@@ -165,6 +166,7 @@ class Communicator {
     // A chunk is one slot of the transport that carries it (hostChunkBytes_: the host transport's, cached).
     ctx.chunkBytes = transport == transport_.get() ? hostChunkBytes_ : transport->chunkCapacity();
     ctx.scratch = &scratch_;
+    ctx.zeroCopyMemo = &zeroCopyMemo_;
     ctx.tracer = tracer_.get();
     ctx.hosts = &selector_.hosts();
     return ctx;
@@ -206,6 +208,7 @@ class Communicator {
   std::unique_ptr<Bootstrap> bootstrap_;
   std::unique_ptr<Transport> transport_;
   HostScratch scratch_;
+  ZeroCopyMemo zeroCopyMemo_;
   size_t hostChunkBytes_ = 0;  // the host transport's chunk: its slot size
   // Device buffers (when the process has a device runtime): the device this communicator was made
   // on, its stream for copies and kernels, the cuda_ipc transport when all ranks share this host, the

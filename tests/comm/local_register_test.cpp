@@ -112,6 +112,73 @@ TEST_P(LocalRegister, PlainBuffersRunZeroCopyAndStayRight) {
       }
 }
 
+// Page-aligned buffers have no ends: an all-reduce or reduce-scatter whose buffers are the last zero-copy
+// op's on every rank skips the vote (ZeroCopyMemo). Buffers that change on one rank, alternate between
+// two sets, or are unmapped and mapped again (likely at the same address, with other bytes) vote again
+// and stay right.
+class LocalRegisterAligned : public ::testing::TestWithParam<int> {};
+
+TEST_P(LocalRegisterAligned, BuffersUsedAgainSkipTheVoteAndStayRight) {
+  const char* why = nullptr;
+  if (!adoptionAvailable(&why)) GTEST_SKIP() << "local registration unavailable here: " << why;
+  const int n = GetParam();
+  const size_t nn = static_cast<size_t>(n);
+  constexpr size_t kElems = 64 * 1024;  // floats per block: 256 KiB, whole pages
+  const size_t bytes = 2 * (nn + 1) * kElems * sizeof(float);  // a set: sendbuff (n blocks) + recvbuff
+  RankPool pool(n, ZCOLL_CONFIG_INITIALIZER);
+  ASSERT_TRUE(pool.ok());
+  auto fresh = [&] {
+    void* m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return m == MAP_FAILED ? nullptr : static_cast<float*>(m);
+  };
+  std::vector<float*> sets[2];
+  for (auto& set : sets)
+    for (int r = 0; r < n; ++r) {
+      set.push_back(fresh());
+      ASSERT_NE(set.back(), nullptr);
+    }
+  // Which set each op uses on each rank (-1: rank 0 alone on set B), and where set A is mapped again.
+  const int plan[] = {0, 0, 0, 0, 1, 1, 0, 0, -1, 0, 0, 2, 0, 0, 0};
+  for (bool reduceScatter : {false, true})
+    for (bool inPlace : {false, true}) {
+      int round = 0;
+      for (int step : plan) {
+        if (step == 2) {  // set A unmapped and mapped again: new pages, likely at the same addresses
+          for (float*& m : sets[0]) {
+            ASSERT_EQ(munmap(m, bytes), 0);
+            m = fresh();
+            ASSERT_NE(m, nullptr);
+          }
+          continue;
+        }
+        ++round;
+        pool.run([&](int r, zcollComm_t comm) {
+          float* base = sets[step == 1 || (step == -1 && r == 0) ? 1 : 0][static_cast<size_t>(r)];
+          const size_t sendCount = reduceScatter ? nn * kElems : kElems;
+          float* send = base;
+          float* recv = inPlace ? (reduceScatter ? base + static_cast<size_t>(r) * kElems : base)
+                                : base + nn * kElems;
+          for (size_t i = 0; i < sendCount; ++i) send[i] = value(r, i, round);
+          const zcollResult_t res =
+              reduceScatter ? zcollReduceScatter(send, recv, kElems, zcollFloat, zcollSum, comm, nullptr)
+                            : zcollAllReduce(send, recv, kElems, zcollFloat, zcollSum, comm, nullptr);
+          ASSERT_EQ(res, zcollSuccess) << zcollGetLastError(comm);
+          for (size_t i = 0; i < kElems; ++i) {
+            const size_t at = reduceScatter ? static_cast<size_t>(r) * kElems + i : i;
+            float want = 0;
+            for (int p = 0; p < n; ++p) want += value(p, at, round);
+            ASSERT_EQ(recv[i], want) << (reduceScatter ? "reduce-scatter" : "all-reduce") << " rank " << r
+                                     << " element " << i << " round " << round << (inPlace ? " in place" : "");
+          }
+        });
+      }
+    }
+  for (auto& set : sets)
+    for (float* m : set) munmap(m, bytes);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, LocalRegisterAligned, ::testing::Values(2, 3, 4));
+
 INSTANTIATE_TEST_SUITE_P(RanksAndMemory, LocalRegister, ::testing::Combine(::testing::Values(2, 3, 4), ::testing::Bool()));
 
 }  // namespace
