@@ -301,9 +301,19 @@ Status zeroCopyCollective(const OpArgs& op, AlgoContext& ctx, bool* ran) {
 
   // Round 1: offers and references. Both buffers are asked (not one after a refusal): a plain
   // buffer is adopted on its second use.
+  // The higher buffer first: in the brk heap, its check vouches for the one below (ExportScope).
   Hello mine{signature(op), {}};
-  const bool sendShared = t->exportMemory(op.sendbuf, bytes.send, &mine.refs.send);
-  const bool recvShared = !pushes || t->exportMemory(op.recvbuf, bytes.recv, &mine.refs.recv);
+  ExportScope scope;
+  bool sendShared = false, recvShared = !pushes;
+  auto exportSend = [&] { sendShared = t->exportMemory(op.sendbuf, bytes.send, &mine.refs.send, &scope); };
+  auto exportRecv = [&] { recvShared = t->exportMemory(op.recvbuf, bytes.recv, &mine.refs.recv, &scope); };
+  if (pushes && reinterpret_cast<uintptr_t>(op.recvbuf) > reinterpret_cast<uintptr_t>(op.sendbuf)) {
+    exportRecv();
+    exportSend();
+  } else {
+    exportSend();
+    if (pushes) exportRecv();
+  }
   mine.offer.shared = sendShared && recvShared;
   // One generation for both refs: the second export may have ended an older registration (a peer
   // seeing the generation change between the two imports would unmap the first one it just made).

@@ -51,6 +51,7 @@ struct Range {
   int fd;     // Adopted: the memfd (peers open it through /proc/<pid>/fd)
   uint64_t id, dev, ino;
   uint64_t used;  // Adopted: when last exported (the table's clock)
+  uint64_t adoptedAt, intactAt;  // heap: when adopted, when last known intact (see vouches)
 };
 
 struct Table {
@@ -60,6 +61,7 @@ struct Table {
   int nextCand;
   uint64_t nextId, clock;
   uint64_t invalidations;
+  uint64_t heapChecks;
   bool full;  // a range could not be tracked (then adoption stops: see track)
   int pagemap;  // /proc/self/pagemap + 1 (0: not open; a forked child reopens its own)
 };
@@ -82,7 +84,7 @@ void track(uintptr_t b, uintptr_t e, State state) {
   if (b >= e) return;
   for (Range& r : gTable.ranges)
     if (r.state == State::Free) {
-      r = Range{b, e, state, false, false, -1, 0, 0, 0, 0};
+      r = Range{b, e, state, false, false, -1, 0, 0, 0, 0, 0, 0};
       return;
     }
   gTable.full = true;
@@ -218,6 +220,7 @@ bool mark(uintptr_t b, size_t len) {
 // marks a file or shared page (one pread, 0.85 us). A private page, or none, means the range is gone.
 bool stillMapped(const Range& r) {
   if (!r.heap) return true;
+  ++gTable.heapChecks;
   if (r.marked) {
     int mode = -1;
     return ::syscall(SYS_get_mempolicy, &mode, nullptr, 0, r.end - kPage, MPOL_F_ADDR) == 0 && mode == kMarker;
@@ -227,6 +230,20 @@ bool stillMapped(const Range& r) {
   const off_t at = static_cast<off_t>((r.end - kPage) / kPage * sizeof entry);
   if (gTable.pagemap <= 0 || ::pread(gTable.pagemap - 1, &entry, sizeof entry, at) != sizeof entry) return false;
   return (entry >> 63 & 1) && (entry >> 61 & 1);
+}
+
+// Under the lock: whether a heap range found intact earlier in the same call vouches for r. A range
+// is intact now exactly when the heap's top stayed above its end since it was adopted (hooks see every
+// other way its pages could go); so the scope's range, intact now, says the top stayed above scope->end
+// since its adoption, and r, below it and intact at some time since then, is intact still.
+bool vouches(const ExportScope* scope, const Range& r) {
+  return scope && scope->end != 0 && r.end <= scope->end && r.intactAt >= scope->adopted;
+}
+
+// Under the lock: r (a heap range) is intact now, at the table's clock.
+void intact(Range& r, ExportScope* scope) {
+  r.intactAt = gTable.clock;
+  if (scope && r.end > scope->end) *scope = ExportScope{r.end, r.adoptedAt};
 }
 
 struct Hooks {
@@ -333,7 +350,7 @@ void fill(const Range& r, uintptr_t p, size_t bytes, uintptr_t b, uintptr_t e, S
 }
 
 // Moves [b, e) into a new memfd mapped in place; false if it cannot (the pages stay as they were).
-bool adopt(uintptr_t p, size_t bytes, uintptr_t b, uintptr_t e, SharedMemRef* ref) {
+bool adopt(uintptr_t p, size_t bytes, uintptr_t b, uintptr_t e, SharedMemRef* ref, ExportScope* scope) {
   bool heap = false;
   if (!plainPages(b, e, &heap)) return false;
   const size_t len = e - b;
@@ -360,7 +377,9 @@ bool adopt(uintptr_t p, size_t bytes, uintptr_t b, uintptr_t e, SharedMemRef* re
       for (Range& r : gTable.ranges)
         if (r.state == State::Free) {
           r = Range{b, e, State::Adopted, heap, heap && mark(b, len), fd, kIdBase + ++gTable.nextId,
-                    static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino), ++gTable.clock};
+                    static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino), ++gTable.clock,
+                    gTable.clock, gTable.clock};
+          if (heap) intact(r, scope);
           fill(r, p, bytes, b, e, ref);
           done = true;
           break;
@@ -383,7 +402,7 @@ bool adoptionAvailable(const char** why) {
   return h.ok;
 }
 
-bool adoptedExport(const void* ptr, size_t bytes, bool wanted, SharedMemRef* ref) {
+bool adoptedExport(const void* ptr, size_t bytes, bool wanted, SharedMemRef* ref, ExportScope* scope) {
   const auto p = reinterpret_cast<uintptr_t>(ptr);
   const uintptr_t b = (p + kPage - 1) & ~(kPage - 1), e = (p + bytes) & ~(kPage - 1);
   if (!wanted || e <= b || !hooks().ok) return false;
@@ -391,12 +410,13 @@ bool adoptedExport(const void* ptr, size_t bytes, bool wanted, SharedMemRef* ref
   bool ended = false;
   for (Range& r : gTable.ranges)
     if (r.state == State::Adopted && r.begin <= b && e <= r.end) {
-      if (!stillMapped(r)) {  // gone with the heap's top: it starts over below
+      if (r.heap && !vouches(scope, r) && !stillMapped(r)) {  // gone with the heap's top: starts over below
         ended = forgetLocked(r.begin, r.end, false);
         break;
       }
       fill(r, p, bytes, b, e, ref);
       r.used = ++gTable.clock;
+      if (r.heap) intact(r, scope);
       unlock();
       return true;
     }
@@ -416,7 +436,7 @@ bool adoptedExport(const void* ptr, size_t bytes, bool wanted, SharedMemRef* ref
   unlock();
   if (ended) sharedMemFreed();
   if (!seen || full) return false;
-  return adopt(p, bytes, b, e, ref);
+  return adopt(p, bytes, b, e, ref, scope);
 }
 
 void adoptedRelease() {
@@ -451,6 +471,7 @@ AdoptedStats adoptedStats() {
     if (r.state == State::Stale) ++s.stale;
   }
   s.invalidations = gTable.invalidations;
+  s.heapChecks = gTable.heapChecks;
   unlock();
   return s;
 }

@@ -29,7 +29,8 @@ namespace zcoll {
 // Finds [p, p + bytes) in adopted memory, or notes or adopts it (adopt: the op asks for it); fills
 // *ref for the adopted part [p + ref->head, p + bytes - ref->tail), all but its free generation
 // (sharedMemExport's). False: not (yet) shared.
-bool adoptedExport(const void* p, size_t bytes, bool adopt, SharedMemRef* ref);
+// scope: the other exports of the same call (see ExportScope), or nullptr.
+bool adoptedExport(const void* p, size_t bytes, bool adopt, SharedMemRef* ref, ExportScope* scope = nullptr);
 
 // The last communicator that could share memory is gone: every adopted range becomes a private
 // mapping of the same pages (no copy) and gives its descriptor up; used again later, it is adopted anew.
@@ -42,6 +43,7 @@ struct AdoptedStats {
   int adopted = 0;  // ranges exportable now
   int stale = 0;    // parts of ranges still shared but no longer registered (reverted at fork)
   uint64_t invalidations = 0;  // registrations ended
+  uint64_t heapChecks = 0;     // brk-heap ranges checked by a system call (not vouched for)
 };
 AdoptedStats adoptedStats();
 

@@ -116,9 +116,9 @@ bool sharedMemFind(const void* p, size_t bytes, SharedMemRef* ref) {
   return true;
 }
 
-bool sharedMemExport(const void* p, size_t bytes, bool adopt, SharedMemRef* ref) {
+bool sharedMemExport(const void* p, size_t bytes, bool adopt, SharedMemRef* ref, ExportScope* scope) {
   if (sharedMemFind(p, bytes, ref)) return true;
-  if (!adoptedExport(p, bytes, adopt, ref)) return false;
+  if (!adoptedExport(p, bytes, adopt, ref, scope)) return false;
   // After any move it made: a peer holding an older range of these pages (ended by it) drops it.
   ref->freeGeneration = sharedMemFreeGeneration();
   return true;

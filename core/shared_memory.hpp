@@ -37,13 +37,20 @@ struct SharedMemRef {
 Status sharedMemAlloc(size_t size, void** out);
 // Frees an allocation of sharedMemAlloc, named by its start. InvalidArgument for any other pointer.
 Status sharedMemFree(void* ptr);
+// The exports of one call, whose buffers stay allocated until it returns: a brk-heap range checked for
+// one buffer vouches for another's below it (core/adopted_memory.cpp), so a call checks one, not each.
+struct ExportScope {
+  uintptr_t end = 0;     // the highest heap range found intact in this call (0: none yet)
+  uint64_t adopted = 0;  // when it was adopted (the table's clock)
+};
+
 // Whether [p, p + bytes) lies inside one allocation; fills *ref if so. ref->freeGeneration counts
 // this process's sharedMemFree calls: a peer that sees it change drops its mappings of this
 // process's allocations (they may be freed), so that freed memory does not stay alive there.
 bool sharedMemFind(const void* p, size_t bytes, SharedMemRef* ref);
 // sharedMemFind, else (adopt: ZCOLL_LOCAL_REGISTER) plain memory registered on its reuse
 // (core/adopted_memory.hpp), whose ref may leave a head and a tail out.
-bool sharedMemExport(const void* p, size_t bytes, bool adopt, SharedMemRef* ref);
+bool sharedMemExport(const void* p, size_t bytes, bool adopt, SharedMemRef* ref, ExportScope* scope = nullptr);
 // This process's id (a ref's pid) without a system call per op: cached, and read again in a forked child.
 int32_t sharedMemPid();
 // The free generation (see sharedMemFind), and its step when memory a peer may map goes away.

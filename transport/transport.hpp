@@ -148,8 +148,9 @@ class Transport {
   // importMemory maps a peer's exported range here (cached: later calls for the same allocation are
   // a lookup) and gives its local address, or fails (the caller then copies as usual).
   virtual bool mapsPeerMemory() const { return false; }
-  virtual bool exportMemory(const void* p, size_t bytes, SharedMemRef* ref) {
-    (void)p, (void)bytes, (void)ref;
+  // scope: the exports of one call (ExportScope), or nullptr.
+  virtual bool exportMemory(const void* p, size_t bytes, SharedMemRef* ref, ExportScope* scope = nullptr) {
+    (void)p, (void)bytes, (void)ref, (void)scope;
     return false;
   }
   virtual Status importMemory(int peer, const SharedMemRef& ref, void** local) {

@@ -229,6 +229,52 @@ TEST_F(AdoptedMemory, AHeapShrunkAndGrownBackBetweenUsesIsSeenAtTheNext) {
   ASSERT_NE(sbrk(-static_cast<intptr_t>(pad + 8 * kPage)), reinterpret_cast<void*>(-1));
 }
 
+// The exports of one call (ExportScope): a heap range found intact vouches for one below it that was
+// intact at some time since the first's adoption, so a call with two such buffers checks one. A range
+// below that went with the heap's top before the higher one was adopted over fresh pages is not
+// vouched for: its own check finds it gone.
+TEST_F(AdoptedMemory, ACheckedHeapRangeVouchesOnlyForOnesBelowItIntactSinceItsAdoption) {
+  auto* top = static_cast<uint8_t*>(sbrk(0));
+  const uintptr_t pad = (kPage - reinterpret_cast<uintptr_t>(top) % kPage) % kPage;
+  ASSERT_NE(sbrk(static_cast<intptr_t>(pad + 16 * kPage)), reinterpret_cast<void*>(-1));
+  uint8_t* low = top + pad;
+  uint8_t* high = low + 8 * kPage;
+  fill(low, 16 * kPage, 6);
+  SharedMemRef ref;
+  for (int i = 0; i < 2; ++i) {  // noted, then adopted: the higher first, as zcopy asks
+    ExportScope scope;
+    adoptedExport(high, 8 * kPage, true, &ref, &scope);
+    adoptedExport(low, 8 * kPage, true, &ref, &scope);
+  }
+  for (int i = 0; i < 3; ++i) {
+    ExportScope scope;
+    const uint64_t checks = adoptedStats().heapChecks;
+    ASSERT_TRUE(adoptedExport(high, 8 * kPage, true, &ref, &scope));
+    ASSERT_TRUE(adoptedExport(low, 8 * kPage, true, &ref, &scope));
+    EXPECT_EQ(adoptedStats().heapChecks, checks + 1) << "the lower range vouched for, use " << i;
+  }
+  {  // the lower one first: each is checked
+    ExportScope scope;
+    const uint64_t checks = adoptedStats().heapChecks;
+    ASSERT_TRUE(adoptedExport(low, 8 * kPage, true, &ref, &scope));
+    ASSERT_TRUE(adoptedExport(high, 8 * kPage, true, &ref, &scope));
+    EXPECT_EQ(adoptedStats().heapChecks, checks + 2);
+  }
+  // Both go with the heap's top; fresh pages come back; only the higher range is adopted again.
+  ASSERT_NE(sbrk(-static_cast<intptr_t>(16 * kPage)), reinterpret_cast<void*>(-1));
+  ASSERT_NE(sbrk(static_cast<intptr_t>(16 * kPage)), reinterpret_cast<void*>(-1));
+  fill(low, 16 * kPage, 8);
+  SharedMemRef other;
+  adoptedExport(high + kPage, 6 * kPage, true, &other);
+  ASSERT_TRUE(adoptedExport(high + kPage, 6 * kPage, true, &other)) << "adopted over fresh pages";
+  ExportScope scope;
+  ASSERT_TRUE(adoptedExport(high + kPage, 6 * kPage, true, &other, &scope));
+  EXPECT_FALSE(adoptedExport(low, 8 * kPage, true, &ref, &scope)) << "gone before the higher range's adoption";
+  EXPECT_TRUE(holds(low, 16 * kPage, 8));
+  adoptedRelease();
+  ASSERT_NE(sbrk(-static_cast<intptr_t>(pad + 16 * kPage)), reinterpret_cast<void*>(-1));
+}
+
 // Each exportable range holds a descriptor: past 64, the one used longest ago gives its up (and its
 // buffer is adopted anew on later uses).
 TEST_F(AdoptedMemory, AtMost64RangesHoldADescriptor) {

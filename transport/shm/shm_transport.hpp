@@ -63,8 +63,8 @@ class ShmTransport final : public Transport {
   // not be opened once (another PID namespace, /proc hidden) is not tried again.
   bool mapsPeerMemory() const override { return device_ == nullptr; }
   // With ZCOLL_LOCAL_REGISTER, plain buffers used again too (core/adopted_memory.hpp).
-  bool exportMemory(const void* p, size_t bytes, SharedMemRef* ref) override {
-    return mapsPeerMemory() && sharedMemExport(p, bytes, localRegister_, ref);
+  bool exportMemory(const void* p, size_t bytes, SharedMemRef* ref, ExportScope* scope = nullptr) override {
+    return mapsPeerMemory() && sharedMemExport(p, bytes, localRegister_, ref, scope);
   }
   Status importMemory(int peer, const SharedMemRef& ref, void** local) override;
 
