@@ -353,12 +353,15 @@ Status zeroCopyCollective(const OpArgs& op, AlgoContext& ctx, bool* ran) {
     Status a = t->importMemory(p, hellos[p].refs.send, &s);
     Status b = a && pushes ? t->importMemory(p, hellos[p].refs.recv, &d) : Status::ok();
     if (!a || !b) {
-      // The peers skip the vote too and write into this rank's recvbuff: it cannot fall back alone.
-      if (known)
-        return internalError("{} #{} ({}): rank {}'s buffers, mapped here in the last op, could not be mapped "
-                             "again: {}",
-                             coll, op.seq, kZeroCopyName, p, (!a ? a : b).message());
-      warnOff(op, r, !a ? a : b);
+      // Without a vote the peers move the data already (into this rank's recvbuff too): nobody can fall
+      // back, so this rank votes "no" in round 3 and every rank fails the op there (never seen: these
+      // very buffers were mapped here in the last op).
+      if (known) {
+        ZCOLL_WARN(Coll, r, "{} #{} ({}): rank {}'s buffers, mapped here in the last op, could not be mapped again: {}",
+                   coll, op.seq, kZeroCopyName, p, (!a ? a : b).message());
+      } else {
+        warnOff(op, r, !a ? a : b);
+      }
       mapped = 0;
       break;
     }
@@ -436,6 +439,10 @@ Status zeroCopyCollective(const OpArgs& op, AlgoContext& ctx, bool* ran) {
   if (Status s = exchange(prims, ctx, &mapped, 1, votes); !s) return s;
   for (int p = 0; p < n; ++p)
     if (p != r && !votes[p]) mapped = 0;
+  if (!mapped && known)
+    return internalError("{} #{} ({}): a rank could not map again the buffers it mapped in the last op (its "
+                         "warning says which); the results are incomplete",
+                         coll, op.seq, kZeroCopyName);
   if (!mapped) return Status::ok();  // without round 2: the selected algorithm runs instead
   if (memo) {
     const auto* sent = reinterpret_cast<const uint8_t*>(hellos);

@@ -13,6 +13,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cinttypes>
@@ -233,17 +234,19 @@ bool stillMapped(const Range& r) {
 }
 
 // Under the lock: whether a heap range found intact earlier in the same call vouches for r. A range
-// is intact now exactly when the heap's top stayed above its end since it was adopted (hooks see every
-// other way its pages could go); so the scope's range, intact now, says the top stayed above scope->end
-// since its adoption, and r, below it and intact at some time since then, is intact still.
+// is intact exactly when the heap's top stayed above its end since it was adopted (hooks see every
+// other way its pages could go); so the scope's range, intact when checked, says the top stayed above
+// scope->end from its adoption to that check, and r, below it and intact at some time in between, was
+// intact at that check too - which is all r learns (its intactAt): the lock was let go since, and
+// only the caller's buffer inside r is sure to stay (it is allocated until the call returns).
 bool vouches(const ExportScope* scope, const Range& r) {
   return scope && scope->end != 0 && r.end <= scope->end && r.intactAt >= scope->adopted;
 }
 
-// Under the lock: r (a heap range) is intact now, at the table's clock.
+// Under the lock: r (a heap range) was just checked (or adopted) and is intact, at the table's clock.
 void intact(Range& r, ExportScope* scope) {
   r.intactAt = gTable.clock;
-  if (scope && r.end > scope->end) *scope = ExportScope{r.end, r.adoptedAt};
+  if (scope && r.end > scope->end) *scope = ExportScope{r.end, r.adoptedAt, gTable.clock};
 }
 
 struct Hooks {
@@ -410,13 +413,15 @@ bool adoptedExport(const void* ptr, size_t bytes, bool wanted, SharedMemRef* ref
   bool ended = false;
   for (Range& r : gTable.ranges)
     if (r.state == State::Adopted && r.begin <= b && e <= r.end) {
-      if (r.heap && !vouches(scope, r) && !stillMapped(r)) {  // gone with the heap's top: starts over below
+      const bool vouched = r.heap && vouches(scope, r);
+      if (r.heap && !vouched && !stillMapped(r)) {  // gone with the heap's top: it starts over below
         ended = forgetLocked(r.begin, r.end, false);
         break;
       }
       fill(r, p, bytes, b, e, ref);
       r.used = ++gTable.clock;
-      if (r.heap) intact(r, scope);
+      if (vouched) r.intactAt = std::max(r.intactAt, scope->checked);
+      else if (r.heap) intact(r, scope);
       unlock();
       return true;
     }

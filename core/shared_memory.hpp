@@ -42,6 +42,7 @@ Status sharedMemFree(void* ptr);
 struct ExportScope {
   uintptr_t end = 0;     // the highest heap range found intact in this call (0: none yet)
   uint64_t adopted = 0;  // when it was adopted (the table's clock)
+  uint64_t checked = 0;  // when it was found intact (a range it vouches for was intact then)
 };
 
 // Whether [p, p + bytes) lies inside one allocation; fills *ref if so. ref->freeGeneration counts
