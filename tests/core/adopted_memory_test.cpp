@@ -275,6 +275,36 @@ TEST_F(AdoptedMemory, ACheckedHeapRangeVouchesOnlyForOnesBelowItIntactSinceItsAd
   ASSERT_NE(sbrk(-static_cast<intptr_t>(pad + 16 * kPage)), reinterpret_cast<void*>(-1));
 }
 
+// A range vouched for learns only that it was intact when the vouching check ran. Here another thread's
+// frees take the heap's top (and the range's top pages) between the two exports of one call, and a
+// range is adopted above on fresh pages meanwhile; that range must not later vouch for the lost pages.
+TEST_F(AdoptedMemory, AVouchDatesFromTheCheckThatMadeIt) {
+  auto* top = static_cast<uint8_t*>(sbrk(0));
+  const uintptr_t pad = (kPage - reinterpret_cast<uintptr_t>(top) % kPage) % kPage;
+  ASSERT_NE(sbrk(static_cast<intptr_t>(pad + 8 * kPage)), reinterpret_cast<void*>(-1));
+  uint8_t* m = top + pad;
+  fill(m, 8 * kPage, 1);
+  SharedMemRef ref;
+  adoptedExport(m, 8 * kPage, true, &ref);
+  ASSERT_TRUE(adoptedExport(m, 8 * kPage, true, &ref));  // range A = 8 pages
+  ExportScope call;
+  ASSERT_TRUE(adoptedExport(m, 4 * kPage, true, &ref, &call));  // the call's first buffer: A checked
+  // Meanwhile: A's top two pages go with the heap's top, fresh pages come back, C is adopted above A.
+  ASSERT_NE(sbrk(-static_cast<intptr_t>(2 * kPage)), reinterpret_cast<void*>(-1));
+  ASSERT_NE(sbrk(static_cast<intptr_t>(10 * kPage)), reinterpret_cast<void*>(-1));
+  fill(m + 6 * kPage, 10 * kPage, 3);
+  uint8_t* c = m + 8 * kPage;
+  adoptedExport(c, 8 * kPage, true, &ref);
+  ASSERT_TRUE(adoptedExport(c, 8 * kPage, true, &ref));
+  ASSERT_TRUE(adoptedExport(m, 2 * kPage, true, &ref, &call)) << "the call's second buffer, vouched for";
+  ExportScope later;
+  ASSERT_TRUE(adoptedExport(c, 8 * kPage, true, &ref, &later));
+  EXPECT_FALSE(adoptedExport(m + 6 * kPage, 2 * kPage, true, &ref, &later)) << "A's top pages are fresh ones";
+  EXPECT_TRUE(holds(m + 6 * kPage, 10 * kPage, 3));
+  adoptedRelease();
+  ASSERT_NE(sbrk(-static_cast<intptr_t>(pad + 16 * kPage)), reinterpret_cast<void*>(-1));
+}
+
 // Each exportable range holds a descriptor: past 64, the one used longest ago gives its up (and its
 // buffer is adopted anew on later uses).
 TEST_F(AdoptedMemory, AtMost64RangesHoldADescriptor) {
