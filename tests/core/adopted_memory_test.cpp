@@ -34,6 +34,14 @@ class AdoptedMemory : public ::testing::Test {
     void* p = mmap(nullptr, pages * kPage, prot, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     return p == MAP_FAILED ? nullptr : static_cast<uint8_t*>(p);
   }
+  // `pages` new pages at the brk heap's top (page-aligned: the break moves by *grown bytes); nullptr if
+  // the break cannot move. Given back with sbrk(-*grown) once the test has shrunk what it grew.
+  static uint8_t* heapPages(size_t pages, intptr_t* grown) {
+    auto* top = static_cast<uint8_t*>(sbrk(0));
+    const uintptr_t pad = (kPage - reinterpret_cast<uintptr_t>(top) % kPage) % kPage;
+    *grown = static_cast<intptr_t>(pad + pages * kPage);
+    return sbrk(*grown) == reinterpret_cast<void*>(-1) ? nullptr : top + pad;
+  }
   // `pages` fresh pages holding seed's pattern, adopted (exported twice); nullptr if not.
   static uint8_t* adoptedAnon(size_t pages, uint8_t seed, SharedMemRef* ref) {
     uint8_t* m = anon(pages);
@@ -139,10 +147,9 @@ TEST_F(AdoptedMemory, MadviseDontNeedGivesZeroPagesAsPrivateMemoryWould) {
 // checks that it is still mapped. Shrunk and grown back (fresh pages at the same addresses), it is
 // plain memory again.
 TEST_F(AdoptedMemory, TheBrkHeapIsCheckedAtEachUse) {
-  auto* top = static_cast<uint8_t*>(sbrk(0));
-  const uintptr_t pad = (kPage - reinterpret_cast<uintptr_t>(top) % kPage) % kPage;
-  ASSERT_NE(sbrk(static_cast<intptr_t>(pad + 32 * kPage)), reinterpret_cast<void*>(-1));
-  uint8_t* m = top + pad;
+  intptr_t grown = 0;
+  uint8_t* m = heapPages(32, &grown);
+  ASSERT_NE(m, nullptr);
   fill(m, 32 * kPage, 2);
   SharedMemRef ref;
   adoptedExport(m, 32 * kPage, true, &ref);
@@ -165,7 +172,7 @@ TEST_F(AdoptedMemory, TheBrkHeapIsCheckedAtEachUse) {
   EXPECT_GT(sharedMemFreeGeneration(), generation);
   EXPECT_TRUE(holds(m, 16 * kPage, 2)) << "the part below the shrink keeps its bytes";
   for (size_t i = 16 * kPage; i < 32 * kPage; ++i) ASSERT_EQ(m[i], 0) << "byte " << i;
-  ASSERT_NE(sbrk(-static_cast<intptr_t>(pad + 32 * kPage)), reinterpret_cast<void*>(-1));
+  ASSERT_NE(sbrk(-grown), reinterpret_cast<void*>(-1));
 }
 
 TEST_F(AdoptedMemory, AForkedChildGetsAPrivateCopy) {
@@ -204,10 +211,9 @@ TEST_F(AdoptedMemory, AForkedChildGetsAPrivateCopy) {
 // the heap trimmed, another allocated at the same address), the range is no longer exported. Its
 // memfd's pages carry a memory policy no heap page has (where the kernel has NUMA): what the check reads.
 TEST_F(AdoptedMemory, AHeapShrunkAndGrownBackBetweenUsesIsSeenAtTheNext) {
-  auto* top = static_cast<uint8_t*>(sbrk(0));
-  const uintptr_t pad = (kPage - reinterpret_cast<uintptr_t>(top) % kPage) % kPage;
-  ASSERT_NE(sbrk(static_cast<intptr_t>(pad + 8 * kPage)), reinterpret_cast<void*>(-1));
-  uint8_t* m = top + pad;
+  intptr_t grown = 0;
+  uint8_t* m = heapPages(8, &grown);
+  ASSERT_NE(m, nullptr);
   fill(m, 8 * kPage, 4);
   SharedMemRef ref;
   adoptedExport(m, 8 * kPage, true, &ref);
@@ -226,7 +232,7 @@ TEST_F(AdoptedMemory, AHeapShrunkAndGrownBackBetweenUsesIsSeenAtTheNext) {
   EXPECT_TRUE(holds(m, 6 * kPage, 4));
   EXPECT_TRUE(holds(m + 6 * kPage, 2 * kPage, 9));
   adoptedRelease();
-  ASSERT_NE(sbrk(-static_cast<intptr_t>(pad + 8 * kPage)), reinterpret_cast<void*>(-1));
+  ASSERT_NE(sbrk(-grown), reinterpret_cast<void*>(-1));
 }
 
 // The exports of one call (ExportScope): a heap range found intact vouches for one below it that was
@@ -234,10 +240,9 @@ TEST_F(AdoptedMemory, AHeapShrunkAndGrownBackBetweenUsesIsSeenAtTheNext) {
 // below that went with the heap's top before the higher one was adopted over fresh pages is not
 // vouched for: its own check finds it gone.
 TEST_F(AdoptedMemory, ACheckedHeapRangeVouchesOnlyForOnesBelowItIntactSinceItsAdoption) {
-  auto* top = static_cast<uint8_t*>(sbrk(0));
-  const uintptr_t pad = (kPage - reinterpret_cast<uintptr_t>(top) % kPage) % kPage;
-  ASSERT_NE(sbrk(static_cast<intptr_t>(pad + 16 * kPage)), reinterpret_cast<void*>(-1));
-  uint8_t* low = top + pad;
+  intptr_t grown = 0;
+  uint8_t* low = heapPages(16, &grown);
+  ASSERT_NE(low, nullptr);
   uint8_t* high = low + 8 * kPage;
   fill(low, 16 * kPage, 6);
   SharedMemRef ref;
@@ -272,17 +277,16 @@ TEST_F(AdoptedMemory, ACheckedHeapRangeVouchesOnlyForOnesBelowItIntactSinceItsAd
   EXPECT_FALSE(adoptedExport(low, 8 * kPage, true, &ref, &scope)) << "gone before the higher range's adoption";
   EXPECT_TRUE(holds(low, 16 * kPage, 8));
   adoptedRelease();
-  ASSERT_NE(sbrk(-static_cast<intptr_t>(pad + 16 * kPage)), reinterpret_cast<void*>(-1));
+  ASSERT_NE(sbrk(-grown), reinterpret_cast<void*>(-1));
 }
 
 // A range vouched for learns only that it was intact when the vouching check ran. Here another thread's
 // frees take the heap's top (and the range's top pages) between the two exports of one call, and a
 // range is adopted above on fresh pages meanwhile; that range must not later vouch for the lost pages.
 TEST_F(AdoptedMemory, AVouchDatesFromTheCheckThatMadeIt) {
-  auto* top = static_cast<uint8_t*>(sbrk(0));
-  const uintptr_t pad = (kPage - reinterpret_cast<uintptr_t>(top) % kPage) % kPage;
-  ASSERT_NE(sbrk(static_cast<intptr_t>(pad + 8 * kPage)), reinterpret_cast<void*>(-1));
-  uint8_t* m = top + pad;
+  intptr_t grown = 0;
+  uint8_t* m = heapPages(8, &grown);
+  ASSERT_NE(m, nullptr);
   fill(m, 8 * kPage, 1);
   SharedMemRef ref;
   adoptedExport(m, 8 * kPage, true, &ref);
@@ -302,7 +306,7 @@ TEST_F(AdoptedMemory, AVouchDatesFromTheCheckThatMadeIt) {
   EXPECT_FALSE(adoptedExport(m + 6 * kPage, 2 * kPage, true, &ref, &later)) << "A's top pages are fresh ones";
   EXPECT_TRUE(holds(m + 6 * kPage, 10 * kPage, 3));
   adoptedRelease();
-  ASSERT_NE(sbrk(-static_cast<intptr_t>(pad + 16 * kPage)), reinterpret_cast<void*>(-1));
+  ASSERT_NE(sbrk(-grown - static_cast<intptr_t>(8 * kPage)), reinterpret_cast<void*>(-1));  // and the 8 pages of C
 }
 
 // Each exportable range holds a descriptor: past 64, the one used longest ago gives its up (and its
