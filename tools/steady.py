@@ -44,7 +44,11 @@ class Steady:
                     return result
             self.slow += 1
             if time.monotonic() > deadline:
-                print(f"# still in a slow phase after {self.limit:.0f} s: kept a run measured in it", file=sys.stderr)
+                # Once is enough: a machine that never shows the fast phase is not waited for again.
+                if self.limit > 0:
+                    print(f"# still in a slow phase after {self.limit:.0f} s: kept a run measured in it, and no "
+                          "more waiting in this run", file=sys.stderr)
+                    self.limit = 0
                 return measure()
             time.sleep(10)
             self.waited += 10
