@@ -1,4 +1,4 @@
-"""steady.py: runs taken in this machine's fast phase (tools/sim-validate, tools/bench-anchors).
+"""steady.py: runs taken in this machine's fast phase (tools/sim-validate, bench-anchors, bench-torch).
 
 This VM has phases, a minute or two each, in which copies between its two cores run about ten times
 slower while a core's own copies do not (a 2-rank ring all-reduce at 1 MiB: 40-70 us, then 500-1,200;
@@ -6,7 +6,8 @@ a 20-line producer/consumer of 256 KiB chunks through shared memory: 22-25 GB/s,
 one core unchanged). A run is kept when a probe (that ring) just before and just after it is within 2x
 the fastest probe seen and faster than the same ring with both ranks on one core (which the phases do
 not touch: 100-150 us; so a run that starts in a slow phase is not taken for the fast one); else the
-run waits for the fast phase (a probe every 10 s, up to `limit` seconds) and runs again.
+run waits for the fast phase (a probe every 10 s, up to `limit` seconds) and runs again. With a limit
+of 0 every run is taken as it comes, unprobed.
 """
 import os
 import subprocess
@@ -14,20 +15,32 @@ import sys
 import time
 
 
+def bench_times(text):
+    """zcoll-bench's table: {size in bytes: time in us}."""
+    rows = {}
+    for line in text.splitlines():
+        cols = line.split()
+        if cols and not line.startswith("#") and cols[0].isdigit():
+            rows[int(cols[0])] = float(cols[4])
+    return rows
+
+
 class Steady:
     def __init__(self, bench, limit):
         self.cmd = [bench, "allreduce", "-p", "2", "-a", "ring", "-b", "1M", "-e", "1M", "-R", "1"]
+        self.on = limit > 0
         self.limit, self.best, self.slow, self.waited = limit, float("inf"), 0, 0.0
-        self.one_core = min(self.time(["taskset", "-c", str(min(os.sched_getaffinity(0)))] + self.cmd +
-                                      ["--bind", "none"]) for _ in range(3))
+        if self.on:
+            self.one_core = min(self.time(["taskset", "-c", str(min(os.sched_getaffinity(0)))] + self.cmd +
+                                          ["--bind", "none"]) for _ in range(3))
 
     @staticmethod
     def time(cmd):
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=300).stdout
-        rows = [line.split() for line in out.splitlines() if line.split()[:1] == [str(1 << 20)]]
-        if not rows:
+        us = bench_times(out).get(1 << 20)
+        if us is None:
             raise SystemExit(f"steady: no row in the probe's output:\n{out}")
-        return float(rows[0][4])
+        return us
 
     def fast(self):
         us = self.time(self.cmd)
@@ -36,6 +49,8 @@ class Steady:
 
     def run(self, measure):
         """measure() in the fast phase (or, after `limit` seconds of slow probes, as it comes)."""
+        if not self.on:
+            return measure()
         deadline = time.monotonic() + self.limit
         while True:
             if self.fast():
@@ -54,5 +69,8 @@ class Steady:
             self.waited += 10
 
     def describe(self):
-        return (f"runs taken in the fast phase (probe: 2-rank ring at 1 MiB, fastest {self.best:.1f} us, on one core "
+        """What the table's header says of it: "; ..." (empty when off)."""
+        if not self.on:
+            return ""
+        return (f"; runs taken in the fast phase (probe: 2-rank ring at 1 MiB, fastest {self.best:.1f} us, on one core "
                 f"{self.one_core:.1f} us; {self.slow} runs redone or deferred, {self.waited:.0f} s waited)")
