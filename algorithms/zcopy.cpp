@@ -444,7 +444,7 @@ Status zeroCopyCollective(const OpArgs& op, AlgoContext& ctx, bool* ran) {
                          "warning says which); the results are incomplete",
                          coll, op.seq, kZeroCopyName);
   if (!mapped) return Status::ok();  // without round 2: the selected algorithm runs instead
-  if (memo) {
+  if (memo && !known) {  // known: the memo holds these bytes already
     const auto* sent = reinterpret_cast<const uint8_t*>(hellos);
     memo->hellos.assign(sent, sent + helloBytes);  // the same size each op: no allocation after the first
   }
