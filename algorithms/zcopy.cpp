@@ -29,8 +29,11 @@ struct Offer {
   int32_t op = 0;
   int32_t root = 0;
   // Bytes at each end of this rank's shared buffers that are not shared memory (an adopted plain
-  // buffer's partial pages, core/adopted_memory.hpp): sent as copies (round 2).
+  // buffer's partial pages, core/adopted_memory.hpp): sent as copies.
   uint32_t head = 0, tail = 0;
+  // 1: this rank's ends (its sendbuff's, in whole elements: head, then tail) follow this message in round 1.
+  uint32_t endsFollow = 0;
+  uint32_t reserved = 0;
 };
 struct Refs {
   SharedMemRef send, recv;  // recv only for all-reduce (the others write their own recvbuff only)
@@ -44,6 +47,8 @@ static_assert(sizeof(Hello) <= 192, "round 1 stays a small chunk");
 static_assert(std::has_unique_object_representations_v<Hello>);
 // The most an end can be: under a page, rounded up to elements.
 constexpr size_t kEndMax = 4096 + 64;
+// bytes rounded up to whole elements of es bytes.
+size_t wholeElems(size_t bytes, size_t es) { return (bytes + es - 1) / es * es; }
 // Round 2's message starts with this rank's vote, padded so that the ends after it stay aligned.
 constexpr size_t kVoteBytes = 16;
 
@@ -206,8 +211,8 @@ Status broadcastZeroCopy(const OpArgs& op, AlgoContext& ctx, Primitives& prims, 
     const bool shared = t->exportMemory(op.sendbuf, block, &mine.refs.send);
     mine.refs.send.freeGeneration = sharedMemFreeGeneration();
     // The ends in whole elements.
-    mine.offer.head = static_cast<uint32_t>((mine.refs.send.head + es - 1) / es * es);
-    mine.offer.tail = static_cast<uint32_t>((mine.refs.send.tail + es - 1) / es * es);
+    mine.offer.head = static_cast<uint32_t>(wholeElems(mine.refs.send.head, es));
+    mine.offer.tail = static_cast<uint32_t>(wholeElems(mine.refs.send.tail, es));
     mine.offer.shared = shared && mine.offer.head <= kEndMax && mine.offer.tail <= kEndMax &&
                         mine.offer.head + mine.offer.tail <= block;
     auto* in = static_cast<const uint8_t*>(op.sendbuf);
@@ -285,14 +290,16 @@ Status zeroCopyCollective(const OpArgs& op, AlgoContext& ctx, bool* ran) {
   Primitives prims(ctrl, ctx, kZeroCopyName);
   if (op.coll == Collective::Broadcast) return broadcastZeroCopy(op, ctx, prims, ran);
 
-  // Per-op arrays in the communicator's scratch (no allocation per call): round 1's and round 2's
-  // messages received, every rank's buffers as mapped here, source and destination pointers, votes.
-  const size_t nn = static_cast<size_t>(n), maxMsg = kVoteBytes + 2 * kEndMax;
+  // Per-op arrays in the communicator's scratch (no allocation per call): round 2's messages received
+  // and this rank's, the ends received in round 1, every rank's buffers as mapped here, source and
+  // destination pointers, votes.
+  const size_t nn = static_cast<size_t>(n), maxMsg = kVoteBytes + 2 * kEndMax, maxEnds = 2 * kEndMax;
   auto* msgs = static_cast<uint8_t*>(
-      ctx.scratch->get((nn + 1) * maxMsg + nn * (sizeof(Hello) + 4 * sizeof(void*) + 1)));
+      ctx.scratch->get((nn + 1) * maxMsg + nn * (maxEnds + sizeof(Hello) + 4 * sizeof(void*) + 1)));
   if (!msgs) return systemError(fmt::format("{} #{} ({}): scratch memory", coll, op.seq, kZeroCopyName), ENOMEM);
   uint8_t* myMsg = msgs + nn * maxMsg;
-  auto* hellos = reinterpret_cast<Hello*>(myMsg + maxMsg);
+  uint8_t* endsIn = myMsg + maxMsg;
+  auto* hellos = reinterpret_cast<Hello*>(endsIn + nn * maxEnds);
   auto** recvs = reinterpret_cast<uint8_t**>(hellos + nn);
   auto** dsts = recvs + nn;
   auto** sends = reinterpret_cast<const uint8_t**>(static_cast<void*>(dsts + nn));
@@ -320,17 +327,57 @@ Status zeroCopyCollective(const OpArgs& op, AlgoContext& ctx, bool* ran) {
   mine.refs.send.freeGeneration = mine.refs.recv.freeGeneration = sharedMemFreeGeneration();
   mine.offer.head = std::max(mine.refs.send.head, pushes ? mine.refs.recv.head : 0u);
   mine.offer.tail = std::max(mine.refs.send.tail, pushes ? mine.refs.recv.tail : 0u);
-  if (Status s = exchange(prims, ctx, &mine, sizeof mine, reinterpret_cast<uint8_t*>(hellos)); !s) return s;
-  std::memcpy(static_cast<void*>(&hellos[r]), &mine, sizeof mine);  // the bytes the peers received
-  bool all = true;
+  // This rank's ends go right behind its offer, as one chunk: when every rank's are the op's (buffers
+  // placed alike, as one allocator places them), no round carries them.
   const size_t es = dataTypeSize(op.dtype);
+  const size_t myHead = wholeElems(mine.offer.head, es), myTail = wholeElems(mine.offer.tail, es);
+  // (Not with a chunk too small for the offer, which then goes in pieces: ZCOLL_CHUNK_SIZE is at least 8.)
+  const bool oneChunk = sizeof(Hello) <= prims.chunkElems();
+  mine.offer.endsFollow = oneChunk && mine.offer.shared && myHead + myTail > 0 && myHead <= kEndMax &&
+                          myTail <= kEndMax && myHead + myTail <= std::min(bytes.send, prims.chunkElems());
+  const auto* in = static_cast<const uint8_t*>(op.sendbuf);
+  if (mine.offer.endsFollow) {
+    std::memcpy(myMsg, in, myHead);
+    std::memcpy(myMsg + myHead, in + bytes.send - myTail, myTail);
+  }
+  if (!oneChunk) {
+    if (Status s = exchange(prims, ctx, &mine, sizeof mine, reinterpret_cast<uint8_t*>(hellos)); !s) return s;
+  } else {
+    // Every rank sends all before it receives: a FIFO holds the two chunks without its reader.
+    for (int k = 1; k < n; ++k) {
+      const int p = patterns::mod(r + k, n);
+      if (Status s = prims.send(p, &mine, sizeof mine); !s) return s;
+      if (mine.offer.endsFollow)
+        if (Status s = prims.send(p, myMsg, myHead + myTail); !s) return s;
+    }
+  }
+  for (int k = 1; k < n; ++k) {
+    const int p = patterns::mod(r - k, n);
+    if (oneChunk)
+      if (Status s = prims.recv(p, &hellos[p], sizeof(Hello)); !s) return s;
+    const Offer& o = hellos[p].offer;
+    if (Status s = sameOp(op, o, mine.offer, p, r); !s) return s;
+    if (!o.endsFollow) continue;
+    const size_t h = wholeElems(o.head, es), tl = wholeElems(o.tail, es);
+    if (!oneChunk || h > kEndMax || tl > kEndMax || h + tl > prims.chunkElems())
+      return remoteError("{} #{} ({}): rank {} sent ends of {} + {} bytes (at most {} each, {} together)", coll,
+                         op.seq, kZeroCopyName, p, h, tl, kEndMax, prims.chunkElems());
+    if (Status s = prims.recv(p, endsIn + static_cast<size_t>(p) * maxEnds, h + tl); !s) return s;
+  }
+  std::memcpy(static_cast<void*>(&hellos[r]), &mine, sizeof mine);  // the bytes the peers received
+  // The op's ends: the most of any rank's, in whole elements. Round 1 carried them when every rank's are these.
+  bool all = true, endsSent = true;
   Ends ends{0, 0, bytes.send};
   for (int p = 0; p < n; ++p) {
     const Offer& o = hellos[p].offer;
-    if (Status s = sameOp(op, o, mine.offer, p, r); !s) return s;
     all = all && o.shared != 0;
-    ends.head = std::max<size_t>(ends.head, (o.head + es - 1) / es * es);
-    ends.tail = std::max<size_t>(ends.tail, (o.tail + es - 1) / es * es);
+    ends.head = std::max(ends.head, wholeElems(o.head, es));
+    ends.tail = std::max(ends.tail, wholeElems(o.tail, es));
+  }
+  for (int p = 0; p < n; ++p) {
+    const Offer& o = hellos[p].offer;
+    endsSent = endsSent && wholeElems(o.head, es) == ends.head && wholeElems(o.tail, es) == ends.tail &&
+               (o.endsFollow != 0 || ends.head + ends.tail == 0);
   }
   // Every rank saw the same offers: all fall back together.
   if (!all || ends.head > kEndMax || ends.tail > kEndMax || ends.head + ends.tail > ends.size) return Status::ok();
@@ -339,12 +386,17 @@ Status zeroCopyCollective(const OpArgs& op, AlgoContext& ctx, bool* ran) {
   // messages and that op's): every rank mapped these buffers then and maps them now from its cache.
   ZeroCopyMemo* memo = ctx.zeroCopyMemo;
   const size_t helloBytes = nn * sizeof(Hello);
-  const bool known = memo && ends.head + ends.tail == 0 && memo->hellos.size() == helloBytes &&
+  const bool known = memo && memo->hellos.size() == helloBytes &&
                      std::memcmp(memo->hellos.data(), hellos, helloBytes) == 0;
+  // Round 2, when the ends are still to be sent (ranks whose ends differ) or when a fallback after the
+  // work could not start over (all-reduce writes the peers' recvbuffs, an in-place reduce-scatter its own
+  // sendbuff): whether this rank mapped every peer, and its sendbuff's ends. Else that vote rides on
+  // round 3, and the ranks run the selected algorithm afresh on their untouched inputs if one could not map.
+  const bool round2 = !endsSent || (!known && (pushes || op.coll == Collective::ReduceScatter));
 
   // Map the peers' buffers. A mapping starts at the shared part: the buffer's start is `head` bytes
   // before it.
-  sends[r] = static_cast<const uint8_t*>(op.sendbuf);
+  sends[r] = in;
   recvs[r] = static_cast<uint8_t*>(op.recvbuf);
   uint8_t mapped = 1;
   for (int p = 0; p < n && mapped; ++p) {
@@ -356,7 +408,7 @@ Status zeroCopyCollective(const OpArgs& op, AlgoContext& ctx, bool* ran) {
       // Without a vote the peers move the data already (into this rank's recvbuff too): nobody can fall
       // back, so this rank votes "no" in round 3 and every rank fails the op there (never seen: these
       // very buffers were mapped here in the last op).
-      if (known) {
+      if (known && !round2) {
         ZCOLL_WARN(Coll, r, "{} #{} ({}): rank {}'s buffers, mapped here in the last op, could not be mapped again: {}",
                    coll, op.seq, kZeroCopyName, p, (!a ? a : b).message());
       } else {
@@ -369,27 +421,26 @@ Status zeroCopyCollective(const OpArgs& op, AlgoContext& ctx, bool* ran) {
     recvs[p] = pushes ? static_cast<uint8_t*>(d) - hellos[p].refs.recv.head : nullptr;
   }
 
-  // Round 2, when there are ends to send or when a fallback after the work could not start over
-  // (all-reduce writes the peers' recvbuffs, an in-place reduce-scatter its own sendbuff): whether
-  // this rank mapped every peer, and its sendbuff's ends. Else that vote rides on round 3, and the
-  // ranks run the selected algorithm afresh on their untouched inputs if one could not map.
-  const bool round2 = ends.head + ends.tail > 0 || (!known && (pushes || op.coll == Collective::ReduceScatter));
-  const size_t msgBytes = kVoteBytes + ends.head + ends.tail;
+  const size_t msgBytes = kVoteBytes + (endsSent ? 0 : ends.head + ends.tail);
   if (round2) {
     std::memset(myMsg, 0, kVoteBytes);
     myMsg[0] = mapped;
-    auto* in = static_cast<const uint8_t*>(op.sendbuf);
-    std::memcpy(myMsg + kVoteBytes, in, ends.head);
-    std::memcpy(myMsg + kVoteBytes + ends.head, in + ends.size - ends.tail, ends.tail);
+    if (!endsSent) {
+      std::memcpy(myMsg + kVoteBytes, in, ends.head);
+      std::memcpy(myMsg + kVoteBytes + ends.head, in + ends.size - ends.tail, ends.tail);
+    }
     if (Status s = exchange(prims, ctx, myMsg, msgBytes, msgs); !s) return s;
     for (int p = 0; p < n; ++p)
       if (p != r && !msgs[static_cast<size_t>(p) * msgBytes]) mapped = 0;
     if (!mapped) return Status::ok();
   }
-  // Where a rank's byte `off` of piece k is read: its own buffer, the middle mapped, the ends copied.
+  // Where a rank's byte `off` of piece k is read: its own buffer, the middle mapped, the ends copied
+  // (in round 1, or else in round 2).
   auto at = [&](int p, size_t off, int piece) {
+    const size_t pp = static_cast<size_t>(p);
     return p == r || piece == 1 ? sends[p] + off
-                                : ends.copied(msgs + static_cast<size_t>(p) * msgBytes + kVoteBytes, off, piece);
+                                : ends.copied(endsSent ? endsIn + pp * maxEnds : msgs + pp * msgBytes + kVoteBytes,
+                                              off, piece);
   };
 
   const size_t block = op.count * es;
@@ -448,8 +499,9 @@ Status zeroCopyCollective(const OpArgs& op, AlgoContext& ctx, bool* ran) {
     const auto* sent = reinterpret_cast<const uint8_t*>(hellos);
     memo->hellos.assign(sent, sent + helloBytes);  // the same size each op: no allocation after the first
   }
-  ZCOLL_TRACE(Coll, r, "{} #{}: zero copy over {} ranks' shared buffers (ends {} + {} bytes copied)", coll, op.seq, n,
-              ends.head, ends.tail);
+  ZCOLL_TRACE(Coll, r, "{} #{}: zero copy over {} ranks' shared buffers (ends {} + {} bytes copied, {}; {})", coll,
+              op.seq, n, ends.head, ends.tail, endsSent ? "with the offers" : "in round 2",
+              round2 ? "round 2 held" : "no round 2");
   *ran = true;
   return Status::ok();
 }

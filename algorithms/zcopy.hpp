@@ -3,14 +3,14 @@
 // the peers' buffers in place instead of moving the data twice through the transport's slots.
 //
 // Small messages through the transport frame it: (1) offers - whether each rank's buffers are
-// shareable, and where they are; unless every rank offered, all ranks know it and the caller runs the
-// selected algorithm instead (all that an op on other memory pays); (2) whether each rank could map
-// every peer's buffers (the same answer everywhere, or the fallback again), with the buffers' ends
-// that are not shared memory - only where needed: an all-gather without ends votes in (3) and, after
-// a "no", runs the selected algorithm afresh on its untouched inputs, and an op whose offers are the
-// last zero-copy op's needs no vote (ZeroCopyMemo); (3) after the data moved,
-// "done" - a rank returns once every peer has finished reading its sendbuff (and, for all-reduce,
-// writing its recvbuff). Between them:
+// shareable, and where they are, followed by the sendbuff's ends that are not shared memory; unless
+// every rank offered, all ranks know it and the caller runs the selected algorithm instead (all that an
+// op on other memory pays); (2) whether each rank could map every peer's buffers (the same answer
+// everywhere, or the fallback again), with the ends again when they differ between ranks - only where
+// needed: an all-gather votes in (3) and, after a "no", runs the selected algorithm afresh on its
+// untouched inputs, and an op whose offers are the last zero-copy op's needs no vote (ZeroCopyMemo);
+// (3) after the data moved, "done" - a rank returns once every peer has finished reading its sendbuff
+// (and, for all-reduce, writing its recvbuff). Between them:
 //   all-reduce     rank r reduces slice r (the ring's block partition) of every rank's sendbuff
 //                  and stores it into every rank's recvbuff (both buffers of every rank shared)
 //   reduce-scatter rank r reduces block r of every rank's sendbuff into its own recvbuff
@@ -31,9 +31,9 @@ namespace zcoll {
 inline constexpr std::string_view kZeroCopyName = "zcopy";
 
 // What a communicator keeps between its zero-copy ops: the round-1 messages of every rank in the last
-// op that ran zero copy. An all-reduce or reduce-scatter whose messages are the same, without ends,
-// skips the vote (2): every rank mapped those very buffers then and still has them mapped (a peer's
-// mappings go only when its free generation, part of each reference, changes).
+// op that ran zero copy. An all-reduce or reduce-scatter whose messages are the same, with its ends in
+// (1), skips the vote (2): every rank mapped those very buffers then and still has them mapped (a
+// peer's mappings go only when its free generation, part of each reference, changes).
 struct ZeroCopyMemo {
   std::vector<uint8_t> hellos;
 };

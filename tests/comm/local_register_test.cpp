@@ -1,9 +1,10 @@
 // local_register_test.cpp - plain host buffers (their own mappings, as malloc gives large blocks)
 // reused by all-reduce, reduce-scatter, all-gather and broadcast run zero copy from their second op
-// (ZCOLL_LOCAL_REGISTER, core/adopted_memory.hpp), with partial pages at both ends that differ per
-// rank, in and out of place; every element checked; buffers unmapped and mapped again (likely at the
-// same address) start over on the copying path and stay right; heap buffers freed and taken again
-// stay adopted (the memory is still the memfd's).
+// (ZCOLL_LOCAL_REGISTER, core/adopted_memory.hpp), with partial pages at both ends, alike on every
+// rank (their bytes go with the offers) or different per rank (a round of their own), in and out of
+// place; every element checked; buffers unmapped and mapped again (likely at the same address) start
+// over on the copying path and stay right; heap buffers freed and taken again stay adopted (the memory
+// is still the memfd's).
 #include <gtest/gtest.h>
 #include <malloc.h>
 #include <sys/mman.h>
@@ -35,14 +36,16 @@ std::string lastAlgorithm(zcollComm_t comm) {
 }
 
 // Ranks x where the buffers come from: their own mappings (malloc's large blocks), or malloc's brk
-// heap (the main thread's arena with a high mmap threshold), freed and taken again between generations.
-class LocalRegister : public ::testing::TestWithParam<std::tuple<int, bool>> {};
+// heap (the main thread's arena with a high mmap threshold), freed and taken again between generations
+// x whether the buffers sit alike in their pages on every rank (64 bytes in, as torch's tensors).
+class LocalRegister : public ::testing::TestWithParam<std::tuple<int, bool, bool>> {};
 
 TEST_P(LocalRegister, PlainBuffersRunZeroCopyAndStayRight) {
   const char* why = nullptr;
   if (!adoptionAvailable(&why)) GTEST_SKIP() << "local registration unavailable here: " << why;
   const int n = std::get<0>(GetParam());
   const bool heap = std::get<1>(GetParam());
+  const bool alike = std::get<2>(GetParam());
   if (heap && mallopt(M_MMAP_THRESHOLD, 32 << 20) != 1)
     GTEST_SKIP() << "this allocator ignores mallopt (a sanitizer's): no brk heap to test";
   RankPool pool(n, ZCOLL_CONFIG_INITIALIZER);
@@ -53,15 +56,15 @@ TEST_P(LocalRegister, PlainBuffersRunZeroCopyAndStayRight) {
       for (int generation = 0; generation < 2; ++generation) {
         const size_t sendCount = coll == Coll::ReduceScatter ? nn * kCount : kCount;
         const size_t recvCount = coll == Coll::AllGather ? nn * kCount : kCount;
-        // One block per rank, the buffers 12 (r + 1) bytes past its start: the partial pages differ.
+        // One block per rank, the buffers 64 or 12 (r + 1) bytes past its start: the partial pages alike or not.
         std::vector<void*> blocks(nn);
-        const size_t bytes = 12 * nn + (sendCount + recvCount + 1024) * sizeof(float);
+        const size_t bytes = 12 * nn + 64 + (sendCount + recvCount + 1024) * sizeof(float);
         for (void*& b : blocks) {
           b = heap ? std::malloc(bytes) : mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
           ASSERT_TRUE(b && b != MAP_FAILED);
         }
         pool.run([&](int r, zcollComm_t comm) {
-          const size_t offset = 12 * static_cast<size_t>(r + 1);
+          const size_t offset = alike ? 64 : 12 * static_cast<size_t>(r + 1);
           void* m = blocks[static_cast<size_t>(r)];
           auto* base = reinterpret_cast<float*>(static_cast<uint8_t*>(m) + offset);
           float* recv = base;
@@ -112,24 +115,25 @@ TEST_P(LocalRegister, PlainBuffersRunZeroCopyAndStayRight) {
       }
 }
 
-// Page-aligned buffers have no ends: an all-reduce or reduce-scatter whose buffers are the last zero-copy
-// op's on every rank skips the vote (ZeroCopyMemo). Buffers that change on one rank, alternate between
-// two sets, or are unmapped and mapped again (likely at the same address, with other bytes) vote again
-// and stay right.
-class LocalRegisterAligned : public ::testing::TestWithParam<int> {};
+// An all-reduce or reduce-scatter whose buffers are the last zero-copy op's on every rank skips the
+// vote (ZeroCopyMemo): page-aligned buffers, and buffers 64 bytes into their first page on every rank
+// (whose ends go with the offers). Buffers that change on one rank, alternate between two sets, or are
+// unmapped and mapped again (likely at the same address, with other bytes) vote again and stay right.
+class LocalRegisterReused : public ::testing::TestWithParam<std::tuple<int, size_t>> {};
 
-TEST_P(LocalRegisterAligned, BuffersUsedAgainSkipTheVoteAndStayRight) {
+TEST_P(LocalRegisterReused, BuffersUsedAgainSkipTheVoteAndStayRight) {
   const char* why = nullptr;
   if (!adoptionAvailable(&why)) GTEST_SKIP() << "local registration unavailable here: " << why;
-  const int n = GetParam();
+  const int n = std::get<0>(GetParam());
+  const size_t offset = std::get<1>(GetParam());
   const size_t nn = static_cast<size_t>(n);
   constexpr size_t kElems = 64 * 1024;  // floats per block: 256 KiB, whole pages
-  const size_t bytes = 2 * (nn + 1) * kElems * sizeof(float);  // a set: sendbuff (n blocks) + recvbuff
+  const size_t bytes = 2 * (nn + 1) * kElems * sizeof(float) + offset;  // a set: sendbuff (n blocks) + recvbuff
   RankPool pool(n, ZCOLL_CONFIG_INITIALIZER);
   ASSERT_TRUE(pool.ok());
   auto fresh = [&] {
     void* m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    return m == MAP_FAILED ? nullptr : static_cast<float*>(m);
+    return m == MAP_FAILED ? nullptr : reinterpret_cast<float*>(static_cast<uint8_t*>(m) + offset);
   };
   std::vector<float*> sets[2];
   for (auto& set : sets)
@@ -145,7 +149,7 @@ TEST_P(LocalRegisterAligned, BuffersUsedAgainSkipTheVoteAndStayRight) {
       for (int step : plan) {
         if (step == 2) {  // set A unmapped and mapped again: new pages, likely at the same addresses
           for (float*& m : sets[0]) {
-            ASSERT_EQ(munmap(m, bytes), 0);
+            ASSERT_EQ(munmap(reinterpret_cast<uint8_t*>(m) - offset, bytes), 0);
             m = fresh();
             ASSERT_NE(m, nullptr);
           }
@@ -174,12 +178,14 @@ TEST_P(LocalRegisterAligned, BuffersUsedAgainSkipTheVoteAndStayRight) {
       }
     }
   for (auto& set : sets)
-    for (float* m : set) munmap(m, bytes);
+    for (float* m : set) munmap(reinterpret_cast<uint8_t*>(m) - offset, bytes);
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, LocalRegisterAligned, ::testing::Values(2, 3, 4));
+INSTANTIATE_TEST_SUITE_P(RanksAndOffsets, LocalRegisterReused,
+                         ::testing::Combine(::testing::Values(2, 3, 4), ::testing::Values(size_t{0}, size_t{64})));
 
-INSTANTIATE_TEST_SUITE_P(RanksAndMemory, LocalRegister, ::testing::Combine(::testing::Values(2, 3, 4), ::testing::Bool()));
+INSTANTIATE_TEST_SUITE_P(RanksMemoryAndEnds, LocalRegister,
+                         ::testing::Combine(::testing::Values(2, 3, 4), ::testing::Bool(), ::testing::Bool()));
 
 }  // namespace
 }  // namespace zcoll::test
