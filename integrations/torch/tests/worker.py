@@ -16,7 +16,7 @@ import time
 
 import torch
 import torch.distributed as dist
-import zcoll_torch  # noqa: F401  registers the backend
+import zcoll_torch  # registers the backend
 
 R = dist.ReduceOp
 FLOATS = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
@@ -365,6 +365,14 @@ def scenario_errors(rank, n, gloo):
     expect_error(lambda: dist.reduce_scatter_tensor(torch.empty(2), torch.ones(2 * n + 1)), "input")
     expect_error(lambda: dist.all_to_all_single(torch.empty(n + 1), torch.ones(n + 1)), "split")
     expect_error(lambda: dist.all_gather([torch.empty(2)] * (n + 1), torch.ones(2)), "output list")
+    # tools/bench-torch's C++ loop: the group's own interface, each op waited for.
+    g = dist.distributed_c10d._get_default_group()
+    if hasattr(g, "_get_backend"):  # torch 2.x: the group holds the backend
+        g = g._get_backend(torch.device("cpu"))
+    expect_error(lambda: zcoll_torch._C._allreduce_loop(g, torch.ones(2), -1), "iters")
+    t = torch.ones(4)
+    zcoll_torch._C._allreduce_loop(g, t, 3)
+    same(t, torch.full((4,), float(n ** 3)), "_allreduce_loop")
     # still usable after refused calls (they never reached zcoll)
     t = torch.ones(5)
     dist.all_reduce(t)
