@@ -389,9 +389,10 @@ Status zeroCopyCollective(const OpArgs& op, AlgoContext& ctx, bool* ran) {
   const bool known = memo && memo->hellos.size() == helloBytes &&
                      std::memcmp(memo->hellos.data(), hellos, helloBytes) == 0;
   // Round 2, when the ends are still to be sent (ranks whose ends differ) or when a fallback after the
-  // work could not start over (all-reduce writes the peers' recvbuffs, an in-place reduce-scatter its own
-  // sendbuff): whether this rank mapped every peer, and its sendbuff's ends. Else that vote rides on
-  // round 3, and the ranks run the selected algorithm afresh on their untouched inputs if one could not map.
+  // work could not start over (all-reduce writes the peers' recvbuffs, an in-place reduce-scatter its
+  // own sendbuff): whether this rank mapped every peer, and its sendbuff's ends if round 1 did not
+  // carry the op's. Else that vote rides on round 3, and the ranks run the selected algorithm afresh
+  // on their untouched inputs if one could not map.
   const bool round2 = !endsSent || (!known && (pushes || op.coll == Collective::ReduceScatter));
 
   // Map the peers' buffers. A mapping starts at the shared part: the buffer's start is `head` bytes
