@@ -119,17 +119,21 @@ TEST_P(LocalRegister, PlainBuffersRunZeroCopyAndStayRight) {
 // vote (ZeroCopyMemo): page-aligned buffers, and buffers 64 bytes into their first page on every rank
 // (whose ends go with the offers). Buffers that change on one rank, alternate between two sets, or are
 // unmapped and mapped again (likely at the same address, with other bytes) vote again and stay right.
-class LocalRegisterReused : public ::testing::TestWithParam<std::tuple<int, size_t>> {};
+// Also with 128-byte chunks, too small for an offer (it goes in pieces, the ends in round 2).
+class LocalRegisterReused : public ::testing::TestWithParam<std::tuple<int, size_t, int>> {};
 
 TEST_P(LocalRegisterReused, BuffersUsedAgainSkipTheVoteAndStayRight) {
   const char* why = nullptr;
   if (!adoptionAvailable(&why)) GTEST_SKIP() << "local registration unavailable here: " << why;
   const int n = std::get<0>(GetParam());
   const size_t offset = std::get<1>(GetParam());
+  const int chunk = std::get<2>(GetParam());
   const size_t nn = static_cast<size_t>(n);
   constexpr size_t kElems = 64 * 1024;  // floats per block: 256 KiB, whole pages
   const size_t bytes = 2 * (nn + 1) * kElems * sizeof(float) + offset;  // a set: sendbuff (n blocks) + recvbuff
-  RankPool pool(n, ZCOLL_CONFIG_INITIALIZER);
+  zcollConfig_t config = ZCOLL_CONFIG_INITIALIZER;
+  if (chunk > 0) config.chunkBytes = chunk;
+  RankPool pool(n, config);
   ASSERT_TRUE(pool.ok());
   auto fresh = [&] {
     void* m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -181,8 +185,9 @@ TEST_P(LocalRegisterReused, BuffersUsedAgainSkipTheVoteAndStayRight) {
     for (float* m : set) munmap(reinterpret_cast<uint8_t*>(m) - offset, bytes);
 }
 
-INSTANTIATE_TEST_SUITE_P(RanksAndOffsets, LocalRegisterReused,
-                         ::testing::Combine(::testing::Values(2, 3, 4), ::testing::Values(size_t{0}, size_t{64})));
+INSTANTIATE_TEST_SUITE_P(RanksOffsetsAndChunks, LocalRegisterReused,
+                         ::testing::Combine(::testing::Values(2, 3, 4), ::testing::Values(size_t{0}, size_t{64}),
+                                            ::testing::Values(0, 128)));
 
 INSTANTIATE_TEST_SUITE_P(RanksMemoryAndEnds, LocalRegister,
                          ::testing::Combine(::testing::Values(2, 3, 4), ::testing::Bool(), ::testing::Bool()));
