@@ -26,10 +26,11 @@ Topology topology(const std::string& text, int ranks) {
   return t;
 }
 
-// Runs one size of `coll` by `algo` ("" automatic) with every element checked; returns its row.
-Row runChecked(Collective coll, const std::string& algo, const Topology& topo, size_t bytes) {
+// Runs one size of `coll` by `algo` ("" automatic) with every element checked, `iters` ops back to
+// back; returns its row.
+Row runChecked(Collective coll, const std::string& algo, const Topology& topo, size_t bytes, int iters = 1) {
   Options o;
-  o.coll = coll, o.ranks = topo.ranks, o.check = true;
+  o.coll = coll, o.ranks = topo.ranks, o.check = true, o.iters = iters;
   std::vector<Row> rows;
   std::string error;
   EXPECT_TRUE(sweep(o, topo, {bytes}, algo, &rows, &error)) << collectiveName(coll) << " " << algo << ": " << error;
@@ -117,6 +118,29 @@ TEST(Sim, ARankThatWaitedOnASharedCorePaysAHandOff) {
   }
   topo.cores = 0;
   EXPECT_NEAR(runChecked(Collective::AllReduce, "ring", topo, 8).us, 2, 1e-6);
+}
+
+// Ranks that take turns on a core, ops back to back: recursive doubling on 2 ranks on 1 core, 1 us
+// per message and nothing else. A rank that waits lets the other run, which finds its chunk there and
+// goes on into the next op until it waits in turn: one hand-off and one message per op, h + 1 us
+// (charging every wait a hand-off made it 2h + 1); a spin shorter than the message changes nothing.
+// Every element right, op after op; with a core each, 1 us per op.
+TEST(Sim, RanksTakeTurnsOnASharedCore) {
+  Topology topo = topology("1host", 2);
+  topo.intraAlphaUs = 1;
+  topo.sendOverheadUs = 0;
+  topo.intraGBps = topo.copyGBps = topo.reduceGBps = 1e6;
+  topo.cores = 1;
+  topo.handoffUs = 2;
+  const int iters = 200;
+  for (double spin : {0.0, 0.5}) {
+    topo.spinUs = spin;
+    const Row r = runChecked(Collective::AllReduce, "rd", topo, 8, iters);
+    EXPECT_EQ(r.wrong, 0u) << spin;
+    EXPECT_NEAR(r.us, 3, 0.05) << spin;  // h + 1, and the first op's start
+  }
+  topo.cores = 0;
+  EXPECT_NEAR(runChecked(Collective::AllReduce, "rd", topo, 8, iters).us, 1, 1e-6);
 }
 
 // Ops of at most Topology::cacheBytes move within a host at cachedGBps: a 2-rank ring of 1 MiB sends

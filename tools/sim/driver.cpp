@@ -149,7 +149,8 @@ bool sweep(const Options& a, const Topology& topo, const std::vector<size_t>& si
   auto between = [&] {  // with every rank stopped: the last op's row, the next op's case
     if (k > 0) {
       const size_t bytes = sizes[k - 1];
-      rows->push_back({bytes, current.count, net.latestClock() - startUs, wrongTotal, net.messages() - messages,
+      rows->push_back({bytes, current.count, (net.latestClock() - startUs) / a.iters, wrongTotal,
+                       (net.messages() - messages) / static_cast<uint64_t>(a.iters),
                        chosen ? std::string(chosen->name()) : std::string("?")});
       wrongTotal = 0;
     }
@@ -171,39 +172,45 @@ bool sweep(const Options& a, const Topology& topo, const std::vector<size_t>& si
     LazyScratch scratch;
     std::vector<unsigned char> send, recv;
     sync.arriveAndWait();  // the first case
+    uint64_t seq = 0;
     for (size_t i = 0; i < sizes.size(); ++i) {
-      void* s = nullptr;
-      void* r = nullptr;
-      if (a.nodata) {
-        s = sharedSend.get(), r = sharedRecv.get();
-      } else {
-        send.assign(current.sendElems * es + 64, 0);
-        recv.assign(current.recvElems * es + 64, 0xa5);
-        if (a.check) fill(a, current, rank, send.data());
-        s = send.data(), r = recv.data();
+      for (int it = 0; it < a.iters; ++it) {
+        void* s = nullptr;
+        void* r = nullptr;
+        if (a.nodata) {
+          s = sharedSend.get(), r = sharedRecv.get();
+        } else {
+          if (it == 0 || a.check) {  // a checked op's inputs afresh (an in-place op overwrote them)
+            send.assign(current.sendElems * es + 64, 0);
+            recv.assign(current.recvElems * es + 64, 0xa5);
+            if (a.check) fill(a, current, rank, send.data());
+          }
+          s = send.data(), r = recv.data();
+        }
+        OpArgs op{a.coll, s, r, current.count, a.dtype, a.op};
+        op.root = 0;
+        op.seq = seq++;
+        const Algorithm* algorithm = nullptr;
+        Status st = selector.select(op, a.ranks, &algorithm);
+        if (st && !abort.load()) {
+          if (rank == 0) chosen = algorithm;
+          Waiter waiter(&transport, WaitPolicy{0, 0}, int64_t{600'000}, &abort);
+          AlgoContext ctx;
+          ctx.rank = rank, ctx.nranks = a.ranks, ctx.transport = &transport, ctx.waiter = &waiter;
+          ctx.chunkBytes = static_cast<size_t>(a.chunk), ctx.scratch = &scratch, ctx.hosts = &hosts;
+          ctx.sizesOnly = a.nodata;
+          transport.spend(topo.opOverheadUs);
+          st = algorithm->run(op, ctx);
+        }
+        if (!st) {
+          if (firstFailure.empty()) firstFailure = fmt::format("rank {}: {}", rank, st.message());
+          abort.store(true);
+          for (int q = 0; q < a.ranks; ++q) net.rank(q).wake();
+        } else if (a.check) {
+          wrongTotal += wrong(a, current, rank, r);
+        }
       }
-      OpArgs op{a.coll, s, r, current.count, a.dtype, a.op};
-      op.root = 0;
-      op.seq = i;
-      const Algorithm* algorithm = nullptr;
-      Status st = selector.select(op, a.ranks, &algorithm);
-      if (st && !abort.load()) {
-        if (rank == 0) chosen = algorithm;
-        Waiter waiter(&transport, WaitPolicy{0, 0}, int64_t{600'000}, &abort);
-        AlgoContext ctx;
-        ctx.rank = rank, ctx.nranks = a.ranks, ctx.transport = &transport, ctx.waiter = &waiter;
-        ctx.chunkBytes = static_cast<size_t>(a.chunk), ctx.scratch = &scratch, ctx.hosts = &hosts;
-        ctx.sizesOnly = a.nodata;
-        transport.spend(topo.opOverheadUs);
-        st = algorithm->run(op, ctx);
-      }
-      if (!st) {
-        if (firstFailure.empty()) firstFailure = fmt::format("rank {}: {}", rank, st.message());
-        abort.store(true);
-        for (int q = 0; q < a.ranks; ++q) net.rank(q).wake();
-      } else if (a.check) {
-        wrongTotal += wrong(a, current, rank, r);
-      }
+      transport.opEnded();
       sync.arriveAndWait();
     }
   };

@@ -21,10 +21,12 @@ struct Options {
   bool nodata = false;  // every rank shares one buffer pair, every slot one buffer: sizes only
   int64_t chunk = 256 << 10;  // ZCOLL_CHUNK_SIZE's default
   int slots = 4;
+  int iters = 1;  // ops per size, back to back as in zcoll-bench's timed loop (a row: their mean)
 };
 
-// One size of a sweep: simulated time (us, from the first rank's start to the last rank's end),
-// wrong elements over all ranks, messages over all ranks, the algorithm rank 0 ran.
+// One size of a sweep: simulated time per op (us, from the first rank's start to the last rank's end,
+// over Options::iters), wrong elements over all ranks and ops, messages per op over all ranks, the
+// algorithm rank 0 ran.
 struct Row {
   size_t bytes, count;
   double us;

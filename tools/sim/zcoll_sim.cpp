@@ -28,7 +28,7 @@ struct Args : Options {
   std::string topo = "1host";
   // The model's figures (Topology's defaults when < 0), e.g. fitted to this machine by tools/sim-validate.
   double alphaUs = -1, linkGBps = -1, nicAlphaUs = -1, nicGBps = -1, copyGBps = -1, reduceGBps = -1, overheadUs = -1;
-  double recvOverheadUs = -1, opOverheadUs = -1, handoffUs = -1, cachedGBps = -1;
+  double recvOverheadUs = -1, opOverheadUs = -1, handoffUs = -1, spinUs = -1, cachedGBps = -1;
   int64_t cacheBytes = 0;
   int cores = 0;  // 0: a core per rank
   int64_t minBytes = 8, maxBytes = 1 << 20;
@@ -39,14 +39,16 @@ struct Args : Options {
 const char* kUsage =
     "usage: zcoll-sim COLL -n RANKS [--topo 1host|hosts:G|fattree:G:RATIO] [-b MIN] [-e MAX] [-f FACTOR]\n"
     "                 [-a ALGO[,ALGO...]|all] [--check] [--nodata] [-d TYPE] [-o OP] [--chunk BYTES]\n"
-    "                 [--slots K]\n"
+    "                 [--slots K] [--iters N]\n"
     "                 [--alpha-us A] [--link-gbps B] [--nic-alpha-us A] [--nic-gbps B] [--copy-gbps C]\n"
     "                 [--reduce-gbps R] [--overhead-us O] [--recv-overhead-us O] [--op-overhead-us O]\n"
-    "                 [--cache-bytes S --cached-gbps B] [--cores C [--handoff-us H]]\n"
-    "                 (the network model's figures; --op-overhead-us: a call's own cost per rank;\n"
+    "                 [--cache-bytes S --cached-gbps B] [--cores C [--handoff-us H] [--spin-us S]]\n"
+    "                 (--iters: N ops per size back to back, each row their mean (default 1);\n"
+    "                 the network model's figures; --op-overhead-us: a call's own cost per rank;\n"
     "                 ops of at most S bytes move within a host at B GB/s (a CPU's private cache);\n"
-    "                 --cores: all ranks share C cores, as on one machine, and a rank that waited\n"
-    "                 pays H to take a core back)\n"
+    "                 --cores: all ranks share C cores, as on one machine: fewer than ranks, they take\n"
+    "                 turns, a rank that waits over S us lets another run, and taking a core from\n"
+    "                 another rank costs H)\n"
     "COLL: allreduce, allgather, reducescatter, broadcast, reduce, gather, scatter, alltoall\n";
 
 bool parseArgs(int argc, char** argv, Args* a, std::string* error) {
@@ -72,6 +74,7 @@ bool parseArgs(int argc, char** argv, Args* a, std::string* error) {
     else if (flag == "-o") ok = parseRedOp(v, &a->op);
     else if (flag == "--chunk") ok = parseByteSize(v, &a->chunk) && a->chunk >= 64;
     else if (flag == "--slots") ok = (a->slots = std::atoi(v.c_str())) >= 2;
+    else if (flag == "--iters") ok = (a->iters = std::atoi(v.c_str())) >= 1;
     else if (flag == "--cores") ok = (a->cores = std::atoi(v.c_str())) >= 1;
     else if (flag == "--cache-bytes") ok = parseByteSize(v, &a->cacheBytes);
     else if (double* figure = flag == "--alpha-us"       ? &a->alphaUs
@@ -84,6 +87,7 @@ bool parseArgs(int argc, char** argv, Args* a, std::string* error) {
                               : flag == "--recv-overhead-us" ? &a->recvOverheadUs
                               : flag == "--op-overhead-us" ? &a->opOverheadUs
                               : flag == "--handoff-us" ? &a->handoffUs
+                              : flag == "--spin-us" ? &a->spinUs
                               : flag == "--cached-gbps" ? &a->cachedGBps
                                                          : nullptr)
       ok = (*figure = std::atof(v.c_str())) >= 0 && (flag.find("gbps") == std::string::npos || *figure > 0);
@@ -125,7 +129,8 @@ int run(int argc, char** argv) {
                                {a.overheadUs, &Topology::sendOverheadUs},
                                {a.recvOverheadUs, &Topology::recvOverheadUs},
                                {a.opOverheadUs, &Topology::opOverheadUs},
-                               {a.handoffUs, &Topology::handoffUs}, {a.cachedGBps, &Topology::cachedGBps}})
+                               {a.handoffUs, &Topology::handoffUs}, {a.spinUs, &Topology::spinUs},
+                               {a.cachedGBps, &Topology::cachedGBps}})
     if (figure >= 0) topo.*field = figure;
   topo.cores = a.cores;
   topo.cacheBytes = static_cast<size_t>(a.cacheBytes);
@@ -150,9 +155,10 @@ int run(int argc, char** argv) {
       if (rest.empty()) break;
     }
   }
-  std::printf("# zcoll-sim: %s, %d ranks, %s; chunk %lld B x %d slots%s%s\n", collectiveName(a.coll).data(), a.ranks,
-              topo.describe().c_str(), static_cast<long long>(a.chunk), a.slots, a.check ? ", every element checked" : "",
-              a.nodata ? ", sizes only (--nodata)" : "");
+  const std::string loop = a.iters > 1 ? ", " + std::to_string(a.iters) + "-op loops" : std::string();
+  std::printf("# zcoll-sim: %s, %d ranks, %s; chunk %lld B x %d slots%s%s%s\n", collectiveName(a.coll).data(),
+              a.ranks, topo.describe().c_str(), static_cast<long long>(a.chunk), a.slots, loop.c_str(),
+              a.check ? ", every element checked" : "", a.nodata ? ", sizes only (--nodata)" : "");
   long long wrongTotal = 0;
   for (const std::string& algo : algos) {
     std::vector<Row> rows;

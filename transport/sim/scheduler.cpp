@@ -148,14 +148,24 @@ void Scheduler::prepare(size_t i) {
   makecontext(&t.context, reinterpret_cast<void (*)()>(&Scheduler::entry), 2, static_cast<unsigned>(self),
               static_cast<unsigned>(self >> 32));
 #endif
-  runnable_.push_back(static_cast<int>(i));
+  makeRunnable(static_cast<int>(i));
+}
+
+void Scheduler::makeRunnable(int id) {
+  if (timed_) timedRunnable_.push(Entry{tasks_[static_cast<size_t>(id)].key, order_++, id});
+  else runnable_.push_back(id);
 }
 
 bool Scheduler::run(std::vector<int>* stuck) {
   for (size_t i = 0; i < tasks_.size(); ++i) prepare(i);
-  while (!runnable_.empty()) {
-    current_ = runnable_.front();
-    runnable_.pop_front();
+  while (!runnable_.empty() || !timedRunnable_.empty()) {
+    if (!timedRunnable_.empty()) {
+      current_ = timedRunnable_.top().id;
+      timedRunnable_.pop();
+    } else {
+      current_ = runnable_.front();
+      runnable_.pop_front();
+    }
     Task& t = tasks_[static_cast<size_t>(current_)];
     void* fake = nullptr;
     toStack(&fake, t.stack, stackBytes_);
@@ -177,9 +187,7 @@ bool Scheduler::run(std::vector<int>* stuck) {
   return stuck->empty();
 }
 
-void Scheduler::block() {
-  Task& t = tasks_[static_cast<size_t>(current_)];
-  t.blocked = true;
+void Scheduler::toMainFrom(Task& t) {
   void* fake = nullptr;
   toMain(&fake);
 #if defined(__x86_64__)
@@ -190,11 +198,24 @@ void Scheduler::block() {
   arrived(fake, false);
 }
 
+void Scheduler::block() {
+  Task& t = tasks_[static_cast<size_t>(current_)];
+  t.blocked = true;
+  toMainFrom(t);
+}
+
+void Scheduler::yield() {
+  Task& t = tasks_[static_cast<size_t>(current_)];
+  if (!timed_ || timedRunnable_.empty() || !(timedRunnable_.top().key < t.key)) return;  // nothing earlier
+  makeRunnable(current_);
+  toMainFrom(t);
+}
+
 void Scheduler::wake(int id) {
   Task& t = tasks_[static_cast<size_t>(id)];
   if (!t.blocked) return;
   t.blocked = false;
-  runnable_.push_back(id);
+  makeRunnable(id);
 }
 
 }  // namespace zcoll::sim

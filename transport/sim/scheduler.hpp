@@ -11,8 +11,10 @@
 #endif
 
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <functional>
+#include <queue>
 #include <string>
 #include <vector>
 
@@ -34,6 +36,12 @@ class Scheduler {
   void block();
   // Makes a blocked task runnable (a no-op for one that is not blocked).
   void wake(int id);
+  // Timed: the runnable task of the smallest key runs next (ties: the one made runnable first), so that
+  // tasks act in the order of their virtual times (the sim's ranks that share cores). Else in turn.
+  void setTimed(bool timed) { timed_ = timed; }
+  void setKey(int id, double key) { tasks_[static_cast<size_t>(id)].key = key; }
+  // From a task, timed: lets every runnable task of a smaller key run first.
+  void yield();
   int current() const { return current_; }
   size_t tasks() const { return tasks_.size(); }
 
@@ -47,7 +55,16 @@ class Scheduler {
     char* stack = nullptr;
     std::function<void()> fn;
     bool blocked = false, done = false;
+    double key = 0;
   };
+  struct Entry {
+    double key;
+    uint64_t order;
+    int id;
+    bool operator>(const Entry& o) const { return key != o.key ? key > o.key : order > o.order; }
+  };
+  void makeRunnable(int id);
+  void toMainFrom(Task& t);  // the current task's switch back to run()
   void prepare(size_t i);  // task i's stack and context (apart: getcontext returns twice)
   // Runs task current_'s function, then leaves its stack for good.
   static void taskMain(Scheduler* self);
@@ -58,6 +75,9 @@ class Scheduler {
   size_t stackBytes_;
   std::vector<Task> tasks_;
   std::deque<int> runnable_;
+  bool timed_ = false;
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> timedRunnable_;
+  uint64_t order_ = 0;
 #if defined(__x86_64__)
   void* mainSp_ = nullptr;
 #else

@@ -58,7 +58,8 @@ bool Topology::parse(const std::string& text, int n, Topology* out, std::string*
 }
 
 std::string Topology::describe() const {
-  const std::string shared = cores > 0 ? fmt::format("; {} cores shared by all ranks", cores) : std::string();
+  std::string shared = cores > 0 ? fmt::format("; {} cores shared by all ranks", cores) : std::string();
+  if (cores > 0 && cores < ranks) shared += fmt::format(", in turns (hand-off {} us, spin {} us)", handoffUs, spinUs);
   if (perHost == 0)
     return fmt::format("1 host of {} ranks (links {} us, {} GB/s{})", ranks, intraAlphaUs, intraGBps, shared);
   return fmt::format("{} hosts x {} ranks (links {} us, {} GB/s; NICs {} us, {} GB/s; {}{})", ranks / perHost, perHost,
@@ -79,6 +80,9 @@ SimNetwork::SimNetwork(const Topology& topo, Scheduler& scheduler, size_t chunkB
   if (!data_) shared_.resize(chunkBytes_);
   egress_.resize(n), ingress_.resize(n), nicOut_.resize(n), nicIn_.resize(n);
   cores_.resize(static_cast<size_t>(std::max(0, topo.cores)));
+  turns_ = topo.cores > 0 && topo.cores < topo.ranks;
+  if (turns_) cpus_.resize(static_cast<size_t>(topo.cores));
+  scheduler.setTimed(turns_);
   if (topo.ranks <= kFlatRanks) flat_.resize(n * n);
   for (int r = 0; r < topo.ranks; ++r) ranks_.push_back(std::make_unique<SimTransport>(*this, r));
 }
@@ -104,7 +108,7 @@ double SimNetwork::Link::firstFree(double t, double duration) const {
   return t;
 }
 
-double SimNetwork::reserve(Link& a, Link& b, double t, double duration) {
+double SimNetwork::reserve(Link& a, Link& b, double t, double duration, int from) {
   if (duration <= 0) return t;
   Link* core = nullptr;
   for (;;) {
@@ -112,7 +116,7 @@ double SimNetwork::reserve(Link& a, Link& b, double t, double duration) {
     const double tb = b.firstFree(ta, duration);
     double tc = tb;
     if (!cores_.empty()) {
-      core = freestCore(tb, duration);
+      core = coreFor(from, tb, duration);
       tc = core->firstFree(tb, duration);
     }
     if (tc == ta) {
@@ -127,7 +131,8 @@ double SimNetwork::reserve(Link& a, Link& b, double t, double duration) {
   return t;
 }
 
-SimNetwork::Link* SimNetwork::freestCore(double t, double duration) {
+SimNetwork::Link* SimNetwork::coreFor(int rank, double t, double duration) {
+  if (turns_) return &cores_[static_cast<size_t>(rank % topo_.cores)];
   Link* best = &cores_[0];
   double start = best->firstFree(t, duration);
   for (Link& c : cores_) {
@@ -137,9 +142,9 @@ SimNetwork::Link* SimNetwork::freestCore(double t, double duration) {
   return best;
 }
 
-double SimNetwork::compute(double t, double duration) {
+double SimNetwork::compute(int rank, double t, double duration) {
   if (cores_.empty() || duration <= 0) return t + duration;
-  Link* core = freestCore(t, duration);
+  Link* core = coreFor(rank, t, duration);
   const double start = core->firstFree(t, duration);
   core->take(start, start + duration, floorUs_);
   return start + duration;
@@ -178,7 +183,7 @@ double SimNetwork::transfer(int from, int to, size_t bytes, double departUs) {
   const size_t f = static_cast<size_t>(from), t = static_cast<size_t>(to);
   if (topo_.hostOf(from) == topo_.hostOf(to)) {
     const double busy = b / (intraGBps_ * 1e3);  // GB/s = 1e3 bytes per us
-    return reserve(egress_[f], ingress_[t], departUs, busy) + topo_.intraAlphaUs + busy;
+    return reserve(egress_[f], ingress_[t], departUs, busy, from) + topo_.intraAlphaUs + busy;
   }
   double gbps = topo_.nicGBps, alpha = topo_.nicAlphaUs;
   if (topo_.fabric == Topology::Fabric::FatTree) {
@@ -188,7 +193,7 @@ double SimNetwork::transfer(int from, int to, size_t bytes, double departUs) {
     alpha += topo_.intraAlphaUs + b / (topo_.intraGBps * 1e3);
   }
   const double busy = b / (gbps * 1e3);
-  return reserve(nicOut_[f], nicIn_[t], departUs, busy) + alpha + busy;
+  return reserve(nicOut_[f], nicIn_[t], departUs, busy, from) + alpha + busy;
 }
 
 double SimNetwork::latestClock() const {
@@ -199,11 +204,64 @@ double SimNetwork::latestClock() const {
 
 double SimNetwork::alignClocks() {
   const double t = latestClock();
-  for (auto& r : ranks_) r->setClockUs(t);
+  for (auto& r : ranks_) {
+    r->setClockUs(t);
+    r->away_ = true;
+    r->queued_ = false;
+    r->waitFromUs_ = -1;
+    scheduler_.setKey(r->rank_, t);
+  }
   for (auto* links : {&egress_, &ingress_, &nicOut_, &nicIn_, &cores_})
     for (Link& l : *links) l.busy.clear();
+  for (Cpu& c : cpus_) c = Cpu{};
   floorUs_ = t;
   return t;
+}
+
+int SimNetwork::yielding(int rank, int except) {
+  int n = 0;
+  for (int q = rank % topo_.cores; q < topo_.ranks; q += topo_.cores) {
+    const SimTransport& t = *ranks_[static_cast<size_t>(q)];
+    n += q != except && t.away_ && !t.queued_;
+  }
+  return n;
+}
+
+void SimNetwork::letGo(SimTransport& r, double t) {
+  r.away_ = true;
+  Cpu& c = cpuOf(r.rank_);
+  if (c.owner != r.rank_ || c.queue.empty()) return;  // it keeps the core while no other rank wants it
+  // The OS takes the ranks of the core in turn, and one still waiting spins and yields again: on
+  // average w / (q + 1) of the w others that wait come before the first of the q that can run.
+  const double visits = static_cast<double>(yielding(r.rank_, r.rank_)) / static_cast<double>(c.queue.size() + 1);
+  SimTransport& next = rank(c.queue.front());
+  c.queue.pop_front();
+  c.owner = next.rank_;
+  next.away_ = next.queued_ = false;
+  next.clockUs_ = std::max(next.clockUs_, t) + topo_.handoffUs + visits * (topo_.handoffUs + topo_.spinUs);
+  scheduler_.setKey(next.rank_, next.clockUs_);
+  scheduler_.wake(next.rank_);
+}
+
+void SimNetwork::takeCore(SimTransport& r) {
+  Cpu& c = cpuOf(r.rank_);
+  if (c.owner < 0 || c.owner == r.rank_) {  // nobody ran there since: it spun or yielded alone
+    c.owner = r.rank_;
+    r.away_ = false;
+    return;
+  }
+  if (rank(c.owner).away_) {
+    // Every rank of the core waits, spinning and yielding in turn: on average half of the k others
+    // come before this one, the hand-off to it last.
+    const double visits = static_cast<double>(yielding(r.rank_, r.rank_) - 1) / 2;
+    c.owner = r.rank_;
+    r.away_ = false;
+    r.clockUs_ += topo_.handoffUs + visits * (topo_.handoffUs + topo_.spinUs);
+    return;
+  }
+  r.queued_ = true;
+  c.queue.push_back(r.rank_);
+  scheduler_.block();  // letGo() hands it the core and sets the clock
 }
 
 SimPair& SimTransport::out(int peer) {
@@ -254,7 +312,7 @@ void SimTransport::commitSend(int peer, size_t bytes) {
   s.arrivalUs = net_.transfer(rank_, peer, bytes, clockUs_);
   p.committed = next + 1;
   ++net_.messages_;
-  net_.rank(peer).ring();
+  net_.rank(peer).ring(clockUs_);
 }
 
 bool SimTransport::tryRecv(int peer, RecvChunk* chunk) {
@@ -280,26 +338,64 @@ void SimTransport::releaseRecv(int peer) {
     std::vector<char>().swap(s.payload);
   }
   p.released = next + 1;
-  net_.rank(peer).ring();
+  net_.rank(peer).ring(clockUs_);
+}
+
+void SimTransport::at(double t) {
+  net_.scheduler_.setKey(rank_, t);
+  net_.scheduler_.yield();
 }
 
 void SimTransport::resumeAt(double readyUs) {
   const Topology& t = net_.topo_;
-  if (readyUs <= clockUs_) return;
-  const bool shared = t.cores > 0 && t.cores < t.ranks;  // another rank may hold the core meanwhile
-  clockUs_ = shared && t.handoffUs > 0 ? net_.compute(readyUs, t.handoffUs) : readyUs;
+  if (!net_.turns_) {
+    if (readyUs > clockUs_) clockUs_ = readyUs;
+    return;
+  }
+  const double from = waitFromUs_ >= 0 ? waitFromUs_ : clockUs_;  // when this wait began
+  waitFromUs_ = -1;
+  if (!away_ && readyUs <= std::max(clockUs_, from + t.spinUs)) {  // no wait, or it spun on its core till then
+    clockUs_ = std::max(clockUs_, readyUs);
+    return;
+  }
+  if (!away_) {
+    at(from + t.spinUs);
+    net_.letGo(*this, from + t.spinUs);
+  }
+  at(readyUs);
+  clockUs_ = std::max(clockUs_, readyUs);
+  net_.takeCore(*this);
 }
 
-void SimTransport::ring() {
+void SimTransport::opEnded() {
+  if (!net_.turns_ || away_) return;
+  at(clockUs_);
+  net_.letGo(*this, clockUs_);
+}
+
+void SimTransport::ring(double byUs) {
   ++doorbell_;
   if (blocked_) {
     blocked_ = false;
+    net_.scheduler_.setKey(rank_, std::max(clockUs_, byUs));
     net_.scheduler_.wake(rank_);
   }
 }
 
 void SimTransport::sleep(uint32_t token, int64_t) {
   if (doorbell_ != token) return;  // rung since prepareSleep
+  if (net_.turns_ && !away_) {
+    const double spin = net_.topo_.spinUs;
+    if (waitFromUs_ < 0) {  // the wait begins: spin first (the Waiter asks again after)
+      waitFromUs_ = clockUs_;
+      if (spin > 0) {
+        at(clockUs_ + spin);
+        return;
+      }
+    }
+    at(waitFromUs_ + spin);
+    net_.letGo(*this, waitFromUs_ + spin);
+  }
   blocked_ = true;
   net_.scheduler_.block();  // until ring(); a wait nothing can end is the scheduler's deadlock report
 }

@@ -10,8 +10,13 @@
 // starts when the sender's egress and the receiver's ingress are both free; each link keeps its
 // reservations in virtual time, so a transfer the tasks happen to reach late still takes the earliest
 // gap its links share, and two that truly overlap are served in the order the tasks commit them.
-// With Topology::cores, compute and transfers also take one of that many cores shared by all ranks,
-// and a rank that waited pays Topology::handoffUs to take a core back. Ops of at most
+// With Topology::cores, compute and transfers also take one of that many cores shared by all ranks;
+// with fewer cores than ranks, rank r runs on core r % cores (its transfers too), one rank at a time,
+// as an OS runs them: a rank that waits longer than Topology::spinUs lets its core go to a rank of
+// that core that can run, and the rank that takes a core from another pays Topology::handoffUs (and
+// the average turns of the ranks there that still wait, each a spin and a hand-off); one that waited
+// while no other rank wanted its core resumes at once. The scheduler then runs the tasks
+// in the order of their clocks, so that these decisions see every earlier event. Ops of at most
 // Topology::cacheBytes move within a host at cachedGBps (a CPU's private cache).
 // Simplifications: a fat tree divides every flow between hosts by its oversubscription (as under
 // full load); a cross-rail hop adds its time but reserves no link. A rank that waits blocks its task
@@ -19,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -49,12 +55,15 @@ struct Topology {
   size_t cacheBytes = 0;
   double cachedGBps = 0;
   // 0: every rank has a core of its own. Else every rank's compute and software costs, and every
-  // transfer (a software network: kernel copies), take one of this many cores shared by all ranks -
-  // the simulated job on one machine (tools/sim-validate on this one).
+  // transfer (a software network: kernel copies), take one of this many cores shared by all ranks,
+  // and with fewer cores than ranks the ranks take turns on them (rank r on core r % cores) - the
+  // simulated job on one machine (tools/sim-validate on this one).
   int cores = 0;
   // With fewer cores than ranks: a rank that waits (its chunk or slot comes later than its clock)
-  // gives its core to another, and resuming costs this (a hand-off between ranks that share a core).
+  // spins spinUs on its core, then lets another rank of that core run; taking a core from another
+  // rank costs handoffUs (a context switch).
   double handoffUs = 0;
+  double spinUs = 0;
 
   // "1host" (all on one host), "hosts:G" (rail-optimised, G ranks per host) or "fattree:G:R" (R: the
   // oversubscription ratio); false with a message naming the part that is wrong.
@@ -134,18 +143,35 @@ class SimNetwork {
     void take(double start, double end, double floorUs);
   };
   // The earliest start >= t at which both links (and a core, with Topology::cores) are free for
-  // `duration`; reserves it.
-  double reserve(Link& a, Link& b, double t, double duration);
-  // Compute of `duration` from t on a core (a shared one with Topology::cores): its end.
-  double compute(double t, double duration);
-  Link* freestCore(double t, double duration);
+  // `duration`; reserves it. `from`: the sending rank.
+  double reserve(Link& a, Link& b, double t, double duration, int from);
+  // Compute of `duration` from t by `rank` on a core (a shared one with Topology::cores): its end.
+  double compute(int rank, double t, double duration);
+  // The core for work of `rank` from t: its own where ranks take turns, else the one free soonest.
+  Link* coreFor(int rank, double t, double duration);
   std::vector<Link> egress_, ingress_, nicOut_, nicIn_;  // per rank
-  std::vector<Link> cores_;  // Topology::cores of them
+  std::vector<Link> cores_;  // Topology::cores of them: what each is busy with (compute, transfers)
   uint64_t messages_ = 0;
   // The earliest clock of all ranks, refreshed once per `ranks` messages (a scan of every clock).
   double floorUs_ = 0;
   uint64_t floorAt_ = 0;
   void refreshFloor();
+
+  // Fewer cores than ranks: who runs on each core, and the ranks ready to run that wait for it.
+  struct Cpu {
+    int owner = -1;  // the rank that ran last (it may be waiting: then another may take the core)
+    std::deque<int> queue;
+  };
+  bool turns_ = false;
+  std::vector<Cpu> cpus_;
+  Cpu& cpuOf(int rank) { return cpus_[static_cast<size_t>(rank % topo_.cores)]; }
+  // The ranks of rank's core, but `except`, that wait, neither running nor queued (they yield in turn).
+  int yielding(int rank, int except);
+  // Rank r stops running at t (it waits, or its op ended): the first rank queued for its core takes it.
+  void letGo(SimTransport& r, double t);
+  // Rank r runs again at its clock: on its core at once if no other rank took it, after a hand-off
+  // from a rank that waits, else after the rank running there lets it go (the task blocks till then).
+  void takeCore(SimTransport& r);
 };
 
 class SimTransport final : public Transport {
@@ -165,21 +191,34 @@ class SimTransport final : public Transport {
 
   double clockUs() const { return clockUs_; }
   void setClockUs(double t) { clockUs_ = t; }
-  // Software work of `us` on this rank (on a shared core with Topology::cores).
-  void spend(double us) { clockUs_ = net_.compute(clockUs_, us); }
+  // Software work of `us` on this rank (on its core; with ranks taking turns, once it holds it).
+  void spend(double us) {
+    if (away_ && net_.turns_) net_.takeCore(*this);
+    clockUs_ = net_.compute(rank_, clockUs_, us);
+  }
+  // The rank's ops of a size ended (it meets the others): with ranks taking turns, its core is free.
+  void opEnded();
 
  private:
   SimPair& out(int peer);
   SimPair& in(int peer);
-  void ring();
-  // The clock after waiting for something ready at readyUs (Topology::handoffUs if it waited).
+  void ring(double byUs = 0);  // a commit or release towards this rank at byUs (its clock at least)
+  // The clock after waiting for something ready at readyUs (Topology::handoffUs if it waited, or,
+  // with ranks taking turns, if another rank ran on its core meanwhile).
   void resumeAt(double readyUs);
+  // Ranks taking turns: lets every rank whose clock is before t act first.
+  void at(double t);
+  friend class SimNetwork;
 
   SimNetwork& net_;
   int rank_;
   double clockUs_ = 0;
   uint32_t doorbell_ = 0;  // every task runs on one thread: plain data
   bool blocked_ = false;
+  // Ranks taking turns: this rank does not run (it waits, or is between ops), since waitFromUs_ if >= 0.
+  bool away_ = true;
+  bool queued_ = false;  // it can run, and waits for its core
+  double waitFromUs_ = -1;
   // A rank writes a chunk here, and its commit keeps exactly its bytes in the slot: memory follows the
   // data in flight, not the N^2 pairs of a direct algorithm at thousands of ranks. One suffices: every
   // algorithm commits a slot before it takes the next (acquired_ checks it).
