@@ -139,6 +139,7 @@ bool sweep(const Options& a, const Topology& topo, const std::vector<size_t>& si
   Case current;
   double startUs = 0;
   uint64_t messages = 0;
+  double switches = 0;
   std::atomic<bool> abort{false};
   size_t wrongTotal = 0;
   std::string firstFailure;  // the first rank's to fail (the others' then say they were aborted)
@@ -151,7 +152,8 @@ bool sweep(const Options& a, const Topology& topo, const std::vector<size_t>& si
       const size_t bytes = sizes[k - 1];
       rows->push_back({bytes, current.count, (net.latestClock() - startUs) / a.iters, wrongTotal,
                        (net.messages() - messages) / static_cast<uint64_t>(a.iters),
-                       chosen ? std::string(chosen->name()) : std::string("?")});
+                       chosen ? std::string(chosen->name()) : std::string("?"),
+                       (net.switches() - switches) / a.iters});
       wrongTotal = 0;
     }
     if (k < sizes.size()) {
@@ -163,6 +165,7 @@ bool sweep(const Options& a, const Topology& topo, const std::vector<size_t>& si
       net.setOpBytes(sizes[k]);
       startUs = net.alignClocks();
       messages = net.messages();
+      switches = net.switches();
     }
     ++k;
   };

@@ -33,6 +33,7 @@ struct Row {
   size_t wrong;
   uint64_t messages;
   std::string algo;
+  double switches = 0;  // ranks taking turns on shared cores: core switches per op, all cores
 };
 
 // The sweep of `algo` ("" automatic: the selector with this network's analytic cost model) over

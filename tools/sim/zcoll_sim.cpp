@@ -99,15 +99,18 @@ bool parseArgs(int argc, char** argv, Args* a, std::string* error) {
   return true;
 }
 
-void printTable(const Args& a, const std::vector<Row>& rows, const char* label) {
+// With ranks taking turns on shared cores, a last column: the cores' switches per op (all cores).
+void printTable(const Args& a, const std::vector<Row>& rows, const char* label, bool turns) {
   std::printf("# %s\n#   %10s %12s %6s %6s %12s %12s %12s %8s %10s  %s\n", label, "size(B)", "count", "type", "redop",
-              "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong", "msgs/rank", "algo");
+              "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong", "msgs/rank", turns ? "algo     switches/op" : "algo");
   for (const Row& r : rows) {
     const double algbw = r.us > 0 ? static_cast<double>(r.bytes) / (r.us * 1e3) : 0;
-    std::printf("    %10zu %12zu %6s %6s %12.2f %12.3f %12.3f %8s %10.1f  %s\n", r.bytes, r.count,
+    std::printf("    %10zu %12zu %6s %6s %12.2f %12.3f %12.3f %8s %10.1f  ", r.bytes, r.count,
                 dataTypeName(a.dtype).data(), traits(a.coll).reduces ? redOpName(a.op).data() : "none", r.us, algbw,
                 algbw * busFactor(a.coll, a.ranks), a.check ? std::to_string(r.wrong).c_str() : "-",
-                static_cast<double>(r.messages) / a.ranks, r.algo.c_str());
+                static_cast<double>(r.messages) / a.ranks);
+    if (turns) std::printf("%-8s %11.2f\n", r.algo.c_str(), r.switches);
+    else std::printf("%s\n", r.algo.c_str());
   }
 }
 
@@ -170,7 +173,7 @@ int run(int argc, char** argv) {
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const std::string label = (algo.empty() ? std::string("auto") : algo) + " (simulated in " +
                               std::to_string(static_cast<int>(wall * 1000)) + " ms)";
-    printTable(a, rows, label.c_str());
+    printTable(a, rows, label.c_str(), topo.cores > 0 && topo.cores < topo.ranks);
     for (const Row& r : rows) wrongTotal += static_cast<long long>(r.wrong);
   }
   if (a.check) std::printf("# wrong total: %lld\n", wrongTotal);

@@ -239,6 +239,7 @@ void SimNetwork::letGo(SimTransport& r, double t) {
   c.owner = next.rank_;
   next.away_ = next.queued_ = false;
   next.clockUs_ = std::max(next.clockUs_, t) + topo_.handoffUs + visits * (topo_.handoffUs + topo_.spinUs);
+  switches_ += 1 + visits;
   scheduler_.setKey(next.rank_, next.clockUs_);
   scheduler_.wake(next.rank_);
 }
@@ -257,6 +258,7 @@ void SimNetwork::takeCore(SimTransport& r) {
     c.owner = r.rank_;
     r.away_ = false;
     r.clockUs_ += topo_.handoffUs + visits * (topo_.handoffUs + topo_.spinUs);
+    switches_ += 1 + visits;
     return;
   }
   r.queued_ = true;

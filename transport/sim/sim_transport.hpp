@@ -110,6 +110,8 @@ class SimNetwork {
   double alignClocks();
   double latestClock() const;
   uint64_t messages() const { return messages_; }
+  // Ranks taking turns: the core switches so far, counting the average turns of ranks that still wait.
+  double switches() const { return switches_; }
 
  private:
   friend class SimTransport;
@@ -164,6 +166,7 @@ class SimNetwork {
   };
   bool turns_ = false;
   std::vector<Cpu> cpus_;
+  double switches_ = 0;
   Cpu& cpuOf(int rank) { return cpus_[static_cast<size_t>(rank % topo_.cores)]; }
   // The ranks of rank's core, but `except`, that wait, neither running nor queued (they yield in turn).
   int yielding(int rank, int except);
