@@ -47,8 +47,8 @@ const char* kUsage =
     "                 the network model's figures; --op-overhead-us: a call's own cost per rank;\n"
     "                 ops of at most S bytes move within a host at B GB/s (a CPU's private cache);\n"
     "                 --cores: all ranks share C cores, as on one machine: fewer than ranks, they take\n"
-    "                 turns, a rank that waits over S us lets another run, and taking a core from\n"
-    "                 another rank costs H)\n"
+    "                 turns, a rank that waits over S us yields to the next, each turn costing H;\n"
+    "                 the table's last column: core switches per op)\n"
     "COLL: allreduce, allgather, reducescatter, broadcast, reduce, gather, scatter, alltoall\n";
 
 bool parseArgs(int argc, char** argv, Args* a, std::string* error) {

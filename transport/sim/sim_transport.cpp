@@ -3,6 +3,7 @@
 
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <ctime>
 #include <iterator>
@@ -218,52 +219,71 @@ double SimNetwork::alignClocks() {
   return t;
 }
 
-int SimNetwork::yielding(int rank, int except) {
-  int n = 0;
-  for (int q = rank % topo_.cores; q < topo_.ranks; q += topo_.cores) {
-    const SimTransport& t = *ranks_[static_cast<size_t>(q)];
-    n += q != except && t.away_ && !t.queued_;
-  }
-  return n;
-}
+int SimNetwork::ranksOn(int core) const { return (topo_.ranks - core + topo_.cores - 1) / topo_.cores; }
 
 void SimNetwork::letGo(SimTransport& r, double t) {
   r.away_ = true;
   Cpu& c = cpuOf(r.rank_);
-  if (c.owner != r.rank_ || c.queue.empty()) return;  // it keeps the core while no other rank wants it
-  // The OS takes the ranks of the core in turn, and one still waiting spins and yields again: on
-  // average w / (q + 1) of the w others that wait come before the first of the q that can run.
-  const double visits = static_cast<double>(yielding(r.rank_, r.rank_)) / static_cast<double>(c.queue.size() + 1);
-  SimTransport& next = rank(c.queue.front());
-  c.queue.pop_front();
-  c.owner = next.rank_;
-  next.away_ = next.queued_ = false;
-  next.clockUs_ = std::max(next.clockUs_, t) + topo_.handoffUs + visits * (topo_.handoffUs + topo_.spinUs);
-  switches_ += 1 + visits;
-  scheduler_.setKey(next.rank_, next.clockUs_);
-  scheduler_.wake(next.rank_);
+  if (c.runner != r.rank_) return;
+  // It yields: the core takes the ranks of the core in turn from the next one on, each a hand-off
+  // and, if it still waits, a spin before the next.
+  c.runner = -1;
+  c.cycling = true;
+  c.cycleStart = t;
+  c.first = (r.rank_ / topo_.cores + 1) % ranksOn(r.rank_ % topo_.cores);
+  ++c.epoch;
+  for (int q : c.queue) {  // the ranks that can run look for their turn
+    rank(q).queued_ = false;
+    scheduler_.setKey(q, t);
+    scheduler_.wake(q);
+  }
+  c.queue.clear();
 }
 
 void SimNetwork::takeCore(SimTransport& r) {
   Cpu& c = cpuOf(r.rank_);
-  if (c.owner < 0 || c.owner == r.rank_) {  // nobody ran there since: it spun or yielded alone
-    c.owner = r.rank_;
-    r.away_ = false;
-    return;
+  const int m = ranksOn(r.rank_ % topo_.cores);
+  for (;;) {
+    if (c.runner < 0 && (!c.cycling || m == 1)) {  // a free core (an op's start), or none to share it with
+      c.runner = r.rank_;
+      c.cycling = false;
+      ++c.epoch;
+      r.away_ = false;
+      return;
+    }
+    if (c.cycling) {
+      // Its next turn from its clock on: turn k (k = its place after `first`, plus whole rounds of m)
+      // holds the core from cycleStart + k (h + s) + h for s; inside one it runs at once.
+      const double h = topo_.handoffUs, turn = h + topo_.spinUs;
+      const int j = ((r.rank_ / topo_.cores - c.first) % m + m) % m;
+      const double since = r.clockUs_ - c.cycleStart;
+      int64_t k = j;
+      if (turn > 0) {  // else turns take no time: its own comes at once
+        k += m * std::max<int64_t>(0, static_cast<int64_t>(std::floor((since / turn - 1 - j) / m)));
+        while (c.cycleStart + static_cast<double>(k + 1) * turn <= r.clockUs_ &&
+               !(topo_.spinUs == 0 && c.cycleStart + static_cast<double>(k) * turn + h >= r.clockUs_))
+          k += m;
+      }
+      const double start = std::max(r.clockUs_, c.cycleStart + static_cast<double>(k) * turn + h);
+      const uint64_t epoch = c.epoch;
+      r.at(start);
+      if (c.epoch == epoch) {  // nobody took the core before that turn
+        c.runner = r.rank_;
+        c.cycling = false;
+        ++c.epoch;
+        switches_ += static_cast<double>(k + 1);
+        r.clockUs_ = start;
+        r.away_ = false;
+        return;
+      }
+      r.clockUs_ = std::max(r.clockUs_, c.cycling ? c.cycleStart : r.clockUs_);
+      continue;
+    }
+    r.queued_ = true;  // a rank runs there: its next wait starts the turns
+    c.queue.push_back(r.rank_);
+    scheduler_.block();
+    r.clockUs_ = std::max(r.clockUs_, c.cycleStart);
   }
-  if (rank(c.owner).away_) {
-    // Every rank of the core waits, spinning and yielding in turn: on average half of the k others
-    // come before this one, the hand-off to it last.
-    const double visits = static_cast<double>(yielding(r.rank_, r.rank_) - 1) / 2;
-    c.owner = r.rank_;
-    r.away_ = false;
-    r.clockUs_ += topo_.handoffUs + visits * (topo_.handoffUs + topo_.spinUs);
-    switches_ += 1 + visits;
-    return;
-  }
-  r.queued_ = true;
-  c.queue.push_back(r.rank_);
-  scheduler_.block();  // letGo() hands it the core and sets the clock
 }
 
 SimPair& SimTransport::out(int peer) {

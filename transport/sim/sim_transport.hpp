@@ -12,12 +12,12 @@
 // gap its links share, and two that truly overlap are served in the order the tasks commit them.
 // With Topology::cores, compute and transfers also take one of that many cores shared by all ranks;
 // with fewer cores than ranks, rank r runs on core r % cores (its transfers too), one rank at a time,
-// as an OS runs them: a rank that waits longer than Topology::spinUs lets its core go to a rank of
-// that core that can run, and the rank that takes a core from another pays Topology::handoffUs (and
-// the average turns of the ranks there that still wait, each a spin and a hand-off); one that waited
-// while no other rank wanted its core resumes at once. The scheduler then runs the tasks
-// in the order of their clocks, so that these decisions see every earlier event. Ops of at most
-// Topology::cacheBytes move within a host at cachedGBps (a CPU's private cache).
+// as an OS runs ranks that spin and yield: a rank that waits longer than Topology::spinUs yields, and
+// the core goes to the next rank of the core in turn, each turn a hand-off (Topology::handoffUs) and a
+// spin; a rank that can run takes the core at its turn (at once if it is free), one that cannot
+// yields again. The scheduler then runs the tasks in the order of their clocks, so that these
+// decisions see every earlier event. Ops of at most Topology::cacheBytes move within a host at
+// cachedGBps (a CPU's private cache).
 // Simplifications: a fat tree divides every flow between hosts by its oversubscription (as under
 // full load); a cross-rail hop adds its time but reserves no link. A rank that waits blocks its task
 // until a commit or release towards it; slots exist per pair once used (a ring's rank touches 2 of N).
@@ -60,8 +60,8 @@ struct Topology {
   // simulated job on one machine (tools/sim-validate on this one).
   int cores = 0;
   // With fewer cores than ranks: a rank that waits (its chunk or slot comes later than its clock)
-  // spins spinUs on its core, then lets another rank of that core run; taking a core from another
-  // rank costs handoffUs (a context switch).
+  // spins spinUs on its core, then yields it to the next rank of the core; each such turn costs
+  // handoffUs (a context switch).
   double handoffUs = 0;
   double spinUs = 0;
 
@@ -159,21 +159,25 @@ class SimNetwork {
   uint64_t floorAt_ = 0;
   void refreshFloor();
 
-  // Fewer cores than ranks: who runs on each core, and the ranks ready to run that wait for it.
+  // Fewer cores than ranks: who runs on each core, or since when its ranks (all waiting) take turns.
   struct Cpu {
-    int owner = -1;  // the rank that ran last (it may be waiting: then another may take the core)
-    std::deque<int> queue;
+    int runner = -1;          // the rank that runs there (-1: none)
+    bool cycling = false;     // every rank of the core waits: each spins in turn and yields
+    double cycleStart = 0;    // when the turns began (the last runner's yield)
+    int first = 0;            // the rank (its place on the core) whose turn came first
+    uint64_t epoch = 0;       // bumped whenever the core changes hands
+    std::vector<int> queue;   // ranks that can run, while another does
   };
   bool turns_ = false;
   std::vector<Cpu> cpus_;
   double switches_ = 0;
   Cpu& cpuOf(int rank) { return cpus_[static_cast<size_t>(rank % topo_.cores)]; }
-  // The ranks of rank's core, but `except`, that wait, neither running nor queued (they yield in turn).
-  int yielding(int rank, int except);
-  // Rank r stops running at t (it waits, or its op ended): the first rank queued for its core takes it.
+  int ranksOn(int core) const;  // ranks r with r % cores == core
+  // Rank r stops running at t (it yields after its spin, or its ops of a size ended): its core's ranks
+  // take turns from the next one on, until one that can run gets its turn.
   void letGo(SimTransport& r, double t);
-  // Rank r runs again at its clock: on its core at once if no other rank took it, after a hand-off
-  // from a rank that waits, else after the rank running there lets it go (the task blocks till then).
+  // Rank r can run from its clock on: it gets its core at its next turn, or at once if it is free; while
+  // another rank runs there, after that one's next yield (the task blocks till then).
   void takeCore(SimTransport& r);
 };
 
@@ -206,8 +210,8 @@ class SimTransport final : public Transport {
   SimPair& out(int peer);
   SimPair& in(int peer);
   void ring(double byUs = 0);  // a commit or release towards this rank at byUs (its clock at least)
-  // The clock after waiting for something ready at readyUs (Topology::handoffUs if it waited, or,
-  // with ranks taking turns, if another rank ran on its core meanwhile).
+  // The clock after waiting for something ready at readyUs (with ranks taking turns, at its core's
+  // next turn for it if it yielded).
   void resumeAt(double readyUs);
   // Ranks taking turns: lets every rank whose clock is before t act first.
   void at(double t);
@@ -220,7 +224,7 @@ class SimTransport final : public Transport {
   bool blocked_ = false;
   // Ranks taking turns: this rank does not run (it waits, or is between ops), since waitFromUs_ if >= 0.
   bool away_ = true;
-  bool queued_ = false;  // it can run, and waits for its core
+  bool queued_ = false;  // it can run, and waits for the rank running on its core
   double waitFromUs_ = -1;
   // A rank writes a chunk here, and its commit keeps exactly its bytes in the slot: memory follows the
   // data in flight, not the N^2 pairs of a direct algorithm at thousands of ranks. One suffices: every
