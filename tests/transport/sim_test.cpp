@@ -102,6 +102,16 @@ TEST(Sim, ALinkCarriesOneTransferAtATime) {
   EXPECT_NEAR(runChecked(Collective::AllReduce, "ring", topo, bytes).us, 2 * expected, 0.02 * expected);
 }
 
+// 2 ranks on 1 core, 1 us per message and nothing else (no hand-off yet).
+Topology twoRanksOnOneCore() {
+  Topology topo = topology("1host", 2);
+  topo.intraAlphaUs = 1;
+  topo.sendOverheadUs = 0;
+  topo.intraGBps = topo.copyGBps = topo.reduceGBps = 1e6;
+  topo.cores = 1;
+  return topo;
+}
+
 // Ranks sharing a core take turns on it: a rank that waits yields, and the core goes to the next
 // rank of the core (a hand-off h) whether or not that one can run. A 2-rank ring on 1 core, 1 us per
 // message and nothing else, h >= 1 (a switch outlasts a message): rank 0 runs at 0, sends its step-1
@@ -109,11 +119,7 @@ TEST(Sim, ALinkCarriesOneTransferAtATime) {
 // rank 0 runs at 2h (they came at h + 1), ends and yields; rank 1 runs at 3h: 3h in all. With no
 // cost to a switch, 2 (as with a core each).
 TEST(Sim, RanksThatShareACoreTakeTurnsOnIt) {
-  Topology topo = topology("1host", 2);
-  topo.intraAlphaUs = 1;
-  topo.sendOverheadUs = 0;
-  topo.intraGBps = topo.copyGBps = topo.reduceGBps = 1e6;
-  topo.cores = 1;
+  Topology topo = twoRanksOnOneCore();
   for (double h : {0.0, 1.0, 2.0}) {
     topo.handoffUs = h;
     EXPECT_NEAR(runChecked(Collective::AllReduce, "ring", topo, 8).us, h == 0 ? 2 : 3 * h, 1e-6) << h;
@@ -129,11 +135,7 @@ TEST(Sim, RanksThatShareACoreTakeTurnsOnIt) {
 // per op there too (2 ranks on 1 core, 64 B: 1.0 for recursive doubling, 2.0 for the ring). Every
 // element right, op after op; with a core each, 1 us per op.
 TEST(Sim, RanksThatShareACoreSwitchOncePerOpOfOneStep) {
-  Topology topo = topology("1host", 2);
-  topo.intraAlphaUs = 1;
-  topo.sendOverheadUs = 0;
-  topo.intraGBps = topo.copyGBps = topo.reduceGBps = 1e6;
-  topo.cores = 1;
+  Topology topo = twoRanksOnOneCore();
   topo.handoffUs = 2;
   const int iters = 200;
   for (double spin : {0.0, 0.5}) {
