@@ -208,7 +208,6 @@ double SimNetwork::alignClocks() {
   for (auto& r : ranks_) {
     r->setClockUs(t);
     r->away_ = true;
-    r->queued_ = false;
     r->waitFromUs_ = -1;
     scheduler_.setKey(r->rank_, t);
   }
@@ -233,7 +232,6 @@ void SimNetwork::letGo(SimTransport& r, double t) {
   c.first = (r.rank_ / topo_.cores + 1) % ranksOn(r.rank_ % topo_.cores);
   ++c.epoch;
   for (int q : c.queue) {  // the ranks that can run look for their turn
-    rank(q).queued_ = false;
     scheduler_.setKey(q, t);
     scheduler_.wake(q);
   }
@@ -276,13 +274,10 @@ void SimNetwork::takeCore(SimTransport& r) {
         r.away_ = false;
         return;
       }
-      r.clockUs_ = std::max(r.clockUs_, c.cycling ? c.cycleStart : r.clockUs_);
-      continue;
+      continue;  // another took the core first: its next turn in what the core does now
     }
-    r.queued_ = true;  // a rank runs there: its next wait starts the turns
-    c.queue.push_back(r.rank_);
+    c.queue.push_back(r.rank_);  // a rank runs there: its next wait starts the turns
     scheduler_.block();
-    r.clockUs_ = std::max(r.clockUs_, c.cycleStart);
   }
 }
 
@@ -380,19 +375,19 @@ void SimTransport::resumeAt(double readyUs) {
     clockUs_ = std::max(clockUs_, readyUs);
     return;
   }
-  if (!away_) {
-    at(from + t.spinUs);
-    net_.letGo(*this, from + t.spinUs);
-  }
+  if (!away_) yieldCore(from + t.spinUs);
   at(readyUs);
   clockUs_ = std::max(clockUs_, readyUs);
   net_.takeCore(*this);
 }
 
+void SimTransport::yieldCore(double t) {
+  at(t);
+  net_.letGo(*this, t);
+}
+
 void SimTransport::opEnded() {
-  if (!net_.turns_ || away_) return;
-  at(clockUs_);
-  net_.letGo(*this, clockUs_);
+  if (net_.turns_ && !away_) yieldCore(clockUs_);
 }
 
 void SimTransport::ring(double byUs) {
@@ -415,8 +410,7 @@ void SimTransport::sleep(uint32_t token, int64_t) {
         return;
       }
     }
-    at(waitFromUs_ + spin);
-    net_.letGo(*this, waitFromUs_ + spin);
+    yieldCore(waitFromUs_ + spin);
   }
   blocked_ = true;
   net_.scheduler_.block();  // until ring(); a wait nothing can end is the scheduler's deadlock report

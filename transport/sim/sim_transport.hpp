@@ -215,6 +215,8 @@ class SimTransport final : public Transport {
   void resumeAt(double readyUs);
   // Ranks taking turns: lets every rank whose clock is before t act first.
   void at(double t);
+  // Ranks taking turns: at t, this rank stops running and its core goes to the next in turn.
+  void yieldCore(double t);
   friend class SimNetwork;
 
   SimNetwork& net_;
@@ -224,7 +226,6 @@ class SimTransport final : public Transport {
   bool blocked_ = false;
   // Ranks taking turns: this rank does not run (it waits, or is between ops), since waitFromUs_ if >= 0.
   bool away_ = true;
-  bool queued_ = false;  // it can run, and waits for the rank running on its core
   double waitFromUs_ = -1;
   // A rank writes a chunk here, and its commit keeps exactly its bytes in the slot: memory follows the
   // data in flight, not the N^2 pairs of a direct algorithm at thousands of ranks. One suffices: every
