@@ -165,6 +165,24 @@ TEST(Sim, OpsUpToTheCacheEdgeMoveAtTheCachedRate) {
   }
 }
 
+// Past Topology::llcBytes, the share of an op's bytes that the cache cannot hold moves at dramGBps. A
+// 2-rank ring of 1 MiB (1,048.576 us at 1 GB/s): its buffers take 4 MiB (1 MiB in and out per rank),
+// its slots 2 MiB (each pair's 4 filled by 256 KiB chunks); a 4 MiB cache holds 2/3 of those 6 MiB,
+// the rest moves at 0.5 GB/s: 0.75 GB/s once the first op has filled the slots.
+TEST(Sim, OpsPastTheLastLevelCacheMoveWhatDoesNotFitAtMemorysRate) {
+  Topology topo = topology("1host", 2);
+  topo.intraAlphaUs = topo.sendOverheadUs = 0;
+  topo.copyGBps = topo.reduceGBps = 1e6;
+  topo.intraGBps = 1;
+  topo.dramGBps = 0.5;
+  const size_t bytes = 1 << 20;
+  for (size_t llc : {size_t{64} << 20, size_t{4} << 20, size_t{1}}) {
+    topo.llcBytes = llc;
+    const double expected = 1048.576 / (llc == 1 ? 0.5 : llc == bytes * 4 ? 0.75 : 1);
+    EXPECT_NEAR(runChecked(Collective::AllReduce, "ring", topo, bytes, 40).us, expected, 0.01 * expected) << llc;
+  }
+}
+
 // --nodata moves no data (Primitives skips its copies and reductions: AlgoContext::sizesOnly) and
 // prices every chunk as the real run does: the same times and messages, per algorithm.
 TEST(Sim, SizesOnlyTakesTheRealRunsTimes) {

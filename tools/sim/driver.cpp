@@ -1,6 +1,7 @@
 // driver.cpp - the ranks of a simulated communicator running an op sweep (driver.hpp).
 #include "tools/sim/driver.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -80,7 +81,9 @@ size_t wrong(const Options& a, const Case& c, int rank, const void* recv) {
   return test::countMismatches(recv, want.data(), elems, es);
 }
 
-// The ranks' meeting point between ops: the last to arrive runs `between` and wakes the others.
+// The ranks' meeting point between ops: the last to arrive runs `between` and wakes the others. Ops
+// start in rank order, the last to arrive after them: where ranks share cores, who starts on each
+// one sets which of several steady states a loop settles into, and it should not be arrival order.
 class TaskBarrier {
  public:
   TaskBarrier(Scheduler& s, int n, std::function<void()> between) : sched_(s), n_(n), between_(std::move(between)) {}
@@ -92,8 +95,10 @@ class TaskBarrier {
     }
     between_();
     arrived_ = 0;
+    std::sort(waiting_.begin(), waiting_.end());
     for (int t : waiting_) sched_.wake(t);
     waiting_.clear();
+    sched_.yield(true);
   }
 
  private:
@@ -162,7 +167,7 @@ bool sweep(const Options& a, const Topology& topo, const std::vector<size_t>& si
         sharedSend = std::make_unique_for_overwrite<unsigned char[]>(current.sendElems * es + 64);
         sharedRecv = std::make_unique_for_overwrite<unsigned char[]>(current.recvElems * es + 64);
       }
-      net.setOpBytes(sizes[k]);
+      net.setOpBytes(sizes[k], (current.sendElems + current.recvElems) * es);
       startUs = net.alignClocks();
       messages = net.messages();
       switches = net.switches();

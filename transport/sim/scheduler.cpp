@@ -204,9 +204,10 @@ void Scheduler::block() {
   toMainFrom(t);
 }
 
-void Scheduler::yield() {
+void Scheduler::yield(bool ties) {
   Task& t = tasks_[static_cast<size_t>(current_)];
-  if (!timed_ || timedRunnable_.empty() || !(timedRunnable_.top().key < t.key)) return;  // nothing earlier
+  if (!timed_ || timedRunnable_.empty()) return;
+  if (const double first = timedRunnable_.top().key; first > t.key || (first == t.key && !ties)) return;
   makeRunnable(current_);
   toMainFrom(t);
 }

@@ -40,8 +40,8 @@ class Scheduler {
   // tasks act in the order of their virtual times (the sim's ranks that share cores). Else in turn.
   void setTimed(bool timed) { timed_ = timed; }
   void setKey(int id, double key) { tasks_[static_cast<size_t>(id)].key = key; }
-  // From a task, timed: lets every runnable task of a smaller key run first.
-  void yield();
+  // From a task, timed: lets every runnable task of a smaller key run first (ties too: of the same key).
+  void yield(bool ties = false);
   int current() const { return current_; }
   size_t tasks() const { return tasks_.size(); }
 

@@ -75,8 +75,7 @@ SimNetwork::SimNetwork(const Topology& topo, Scheduler& scheduler, size_t chunkB
       scheduler_(scheduler),
       chunkBytes_(chunkBytes),
       slots_(slotsPerPair),
-      data_(data),
-      intraGBps_(topo.intraGBps) {
+      data_(data) {
   const size_t n = static_cast<size_t>(topo.ranks);
   if (!data_) shared_.resize(chunkBytes_);
   egress_.resize(n), ingress_.resize(n), nicOut_.resize(n), nicIn_.resize(n);
@@ -183,7 +182,7 @@ double SimNetwork::transfer(int from, int to, size_t bytes, double departUs) {
   const double b = static_cast<double>(bytes);
   const size_t f = static_cast<size_t>(from), t = static_cast<size_t>(to);
   if (topo_.hostOf(from) == topo_.hostOf(to)) {
-    const double busy = b / (intraGBps_ * 1e3);  // GB/s = 1e3 bytes per us
+    const double busy = b / (intraGBps() * 1e3);  // GB/s = 1e3 bytes per us
     return reserve(egress_[f], ingress_[t], departUs, busy, from) + topo_.intraAlphaUs + busy;
   }
   double gbps = topo_.nicGBps, alpha = topo_.nicAlphaUs;
@@ -195,6 +194,15 @@ double SimNetwork::transfer(int from, int to, size_t bytes, double departUs) {
   }
   const double busy = b / (gbps * 1e3);
   return reserve(nicOut_[f], nicIn_[t], departUs, busy, from) + alpha + busy;
+}
+
+double SimNetwork::intraGBps() const {
+  if (cached_) return topo_.cachedGBps;
+  const double footprint = static_cast<double>(buffers_ + slotBytes_);
+  if (topo_.llcBytes == 0 || topo_.dramGBps <= 0 || footprint <= static_cast<double>(topo_.llcBytes))
+    return topo_.intraGBps;
+  const double held = static_cast<double>(topo_.llcBytes) / footprint;
+  return 1.0 / (held / topo_.intraGBps + (1 - held) / topo_.dramGBps);
 }
 
 double SimNetwork::latestClock() const {
@@ -319,6 +327,8 @@ void SimTransport::commitSend(int peer, size_t bytes) {
   SimSlot& s = p.slots[next % p.slots.size()];
   const Topology& t = net_.topo_;
   spend(t.sendOverheadUs + static_cast<double>(bytes) / (t.copyGBps * 1e3));
+  net_.slotBytes_ += bytes;
+  net_.slotBytes_ -= s.bytes;
   s.bytes = bytes;
   if (net_.data_) {
     const size_t before = s.payload.capacity();

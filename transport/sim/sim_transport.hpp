@@ -54,6 +54,12 @@ struct Topology {
   // host their chunks are still in the writer's private cache when read, at another rate than later.
   size_t cacheBytes = 0;
   double cachedGBps = 0;
+  // A host's last-level cache, shared by its ranks (0: no limit). An op whose footprint (every rank's
+  // buffers, and every pair's slots as their last chunks filled them) exceeds it moves within a host
+  // a share llcBytes / footprint of its bytes at intraGBps and the rest at dramGBps (a cache that keeps
+  // a random part of what does not fit).
+  size_t llcBytes = 0;
+  double dramGBps = 0;
   // 0: every rank has a core of its own. Else every rank's compute and software costs, and every
   // transfer (a software network: kernel copies), take one of this many cores shared by all ranks,
   // and with fewer cores than ranks the ranks take turns on them (rank r on core r % cores) - the
@@ -101,10 +107,12 @@ class SimNetwork {
   int size() const { return topo_.ranks; }
   // Whether a received chunk costs the reduction rate (the running op reduces) or the copy rate.
   void setReducing(bool reducing) { reducing_ = reducing; }
-  // The running op's size (zcoll-bench's size column): up to Topology::cacheBytes, a host's links move
-  // at cachedGBps.
-  void setOpBytes(size_t bytes) {
-    intraGBps_ = bytes <= topo_.cacheBytes && topo_.cachedGBps > 0 ? topo_.cachedGBps : topo_.intraGBps;
+  // The running op's size (zcoll-bench's size column) and each rank's buffers for it: up to
+  // Topology::cacheBytes, a host's links move at cachedGBps; beyond, at a rate that follows the
+  // footprint (Topology::llcBytes).
+  void setOpBytes(size_t bytes, size_t bufferBytesPerRank) {
+    cached_ = bytes <= topo_.cacheBytes && topo_.cachedGBps > 0;
+    buffers_ = bufferBytesPerRank * static_cast<size_t>(topo_.ranks);
   }
   // All clocks to the latest of them (between ops, with every rank stopped): returns it.
   double alignClocks();
@@ -125,7 +133,12 @@ class SimNetwork {
   int slots_;
   bool data_;
   bool reducing_ = false;
-  double intraGBps_;  // a host's link rate for the running op (setOpBytes)
+  // A host's link rate for the running op (setOpBytes) and what it depends on: every rank's buffers,
+  // the bytes every slot holds (its last chunk's).
+  double intraGBps() const;
+  bool cached_ = false;
+  size_t buffers_ = 0;
+  size_t slotBytes_ = 0;
   std::vector<char> shared_;  // the one buffer of every slot without data
   // Slots keep their chunk's memory for the next one (no allocation per chunk) while all of it stays
   // under this; beyond it a released slot gives its memory back (N^2 pairs of a direct algorithm).
