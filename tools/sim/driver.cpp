@@ -82,8 +82,8 @@ size_t wrong(const Options& a, const Case& c, int rank, const void* recv) {
 }
 
 // The ranks' meeting point between ops: the last to arrive runs `between` and wakes the others. Ops
-// start in rank order, the last to arrive after them: where ranks share cores, who starts on each
-// one sets which of several steady states a loop settles into, and it should not be arrival order.
+// start in rank order: where ranks share cores, who starts on each sets which of several steady states
+// a loop settles into, and that should not be the order in which the last op ended.
 class TaskBarrier {
  public:
   TaskBarrier(Scheduler& s, int n, std::function<void()> between) : sched_(s), n_(n), between_(std::move(between)) {}
@@ -95,10 +95,13 @@ class TaskBarrier {
     }
     between_();
     arrived_ = 0;
-    std::sort(waiting_.begin(), waiting_.end());
-    for (int t : waiting_) sched_.wake(t);
-    waiting_.clear();
-    sched_.yield(true);
+    std::vector<int> others;
+    others.swap(waiting_);
+    std::sort(others.begin(), others.end());
+    const auto after = std::lower_bound(others.begin(), others.end(), sched_.current());
+    for (auto t = others.begin(); t != after; ++t) sched_.wake(*t);
+    sched_.yield(true);  // the ranks before this one start first (timed: an OS's ranks that share cores)
+    for (auto t = after; t != others.end(); ++t) sched_.wake(*t);
   }
 
  private:

@@ -336,6 +336,7 @@ void SimTransport::commitSend(int peer, size_t bytes) {
     net_.retained_ += s.payload.capacity() - before;
   }
   acquired_ = -1;
+  s.sentUs = clockUs_;
   s.arrivalUs = net_.transfer(rank_, peer, bytes, clockUs_);
   p.committed = next + 1;
   ++net_.messages_;
@@ -347,7 +348,10 @@ bool SimTransport::tryRecv(int peer, RecvChunk* chunk) {
   const uint64_t next = p.released;
   if (p.committed == next) return false;
   const SimSlot& s = p.slots[next % p.slots.size()];
-  resumeAt(s.arrivalUs);
+  // It waits (and, taking turns, may yield) until the chunk is there to see, then reads it till it
+  // has arrived, on its core.
+  resumeAt(s.sentUs);
+  clockUs_ = std::max(clockUs_, s.arrivalUs);
   chunk->data = net_.data_ ? s.payload.data() : net_.shared_.data();
   chunk->bytes = s.bytes;
   return true;

@@ -82,6 +82,7 @@ struct Topology {
 struct SimSlot {
   std::vector<char> payload;
   size_t bytes = 0;
+  double sentUs = 0;     // when the sender committed it: the receiver sees it from then
   double arrivalUs = 0;  // when the chunk is at the receiver
   double freeUs = 0;     // when the receiver handed the slot back
 };
