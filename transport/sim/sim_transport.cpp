@@ -222,6 +222,7 @@ double SimNetwork::alignClocks() {
   for (auto* links : {&egress_, &ingress_, &nicOut_, &nicIn_, &cores_})
     for (Link& l : *links) l.busy.clear();
   for (Cpu& c : cpus_) c = Cpu{};
+  for (auto& r : ranks_) r->ranUs_ = -1;  // runUs_ stays: an OS's scheduler keeps it from size to size
   floorUs_ = t;
   return t;
 }
@@ -230,14 +231,24 @@ int SimNetwork::ranksOn(int core) const { return (topo_.ranks - core + topo_.cor
 
 void SimNetwork::letGo(SimTransport& r, double t) {
   r.away_ = true;
+  if (r.ranUs_ >= 0) r.runUs_ += t - r.ranUs_;  // it ran from ranUs_
+  r.ranUs_ = -1;
   Cpu& c = cpuOf(r.rank_);
   if (c.runner != r.rank_) return;
-  // It yields: the core takes the ranks of the core in turn from the next one on, each a hand-off
+  // It yields: the core takes the other ranks of the core in turn, then r again, each a hand-off
   // and, if it still waits, a spin before the next.
   c.runner = -1;
   c.cycling = true;
   c.cycleStart = t;
-  c.first = (r.rank_ / topo_.cores + 1) % ranksOn(r.rank_ % topo_.cores);
+  // The turns go to the core's other ranks in the order an OS's fair scheduler takes: the one that has
+  // run least first (ties: in rank order after r), r last. (perf: 4 ranks on 1 core switch as often.)
+  const int core = r.rank_ % topo_.cores, m = ranksOn(core), place = r.rank_ / topo_.cores;
+  c.order.clear();
+  for (int i = 1; i < m; ++i) c.order.push_back((place + i) % m * topo_.cores + core);
+  std::stable_sort(c.order.begin(), c.order.end(),
+                   [&](int a, int b) { return rank(a).runUs_ < rank(b).runUs_; });
+  c.order.push_back(r.rank_);
+  for (size_t i = 0; i < c.order.size(); ++i) rank(c.order[i]).turn_ = static_cast<int>(i);
   ++c.epoch;
   for (int q : c.queue) {  // the ranks that can run look for their turn
     scheduler_.setKey(q, t);
@@ -251,6 +262,7 @@ void SimNetwork::takeCore(SimTransport& r) {
   const int m = ranksOn(r.rank_ % topo_.cores);
   for (;;) {
     if (c.runner < 0 && (!c.cycling || m == 1)) {  // a free core (an op's start), or none to share it with
+      r.ranUs_ = r.clockUs_;
       c.runner = r.rank_;
       c.cycling = false;
       ++c.epoch;
@@ -258,10 +270,10 @@ void SimNetwork::takeCore(SimTransport& r) {
       return;
     }
     if (c.cycling) {
-      // Its next turn from its clock on: turn k (k = its place after `first`, plus whole rounds of m)
+      // Its next turn from its clock on: turn k (k = its place in the order, plus whole rounds of m)
       // holds the core from cycleStart + k (h + s) + h for s; inside one it runs at once.
       const double h = topo_.handoffUs, turn = h + topo_.spinUs;
-      const int j = ((r.rank_ / topo_.cores - c.first) % m + m) % m;
+      const int j = r.turn_;
       const double since = r.clockUs_ - c.cycleStart;
       int64_t k = j;
       if (turn > 0) {  // else turns take no time: its own comes at once
@@ -278,6 +290,9 @@ void SimNetwork::takeCore(SimTransport& r) {
         c.cycling = false;
         ++c.epoch;
         switches_ += static_cast<double>(k + 1);
+        for (int64_t i = 0; i < k; ++i)  // the turns before: each of those ranks spun
+          rank(c.order[static_cast<size_t>(i % m)]).runUs_ += topo_.spinUs;
+        r.ranUs_ = start;
         r.clockUs_ = start;
         r.away_ = false;
         return;

@@ -13,11 +13,13 @@
 // With Topology::cores, compute and transfers also take one of that many cores shared by all ranks;
 // with fewer cores than ranks, rank r runs on core r % cores (its transfers too), one rank at a time,
 // as an OS runs ranks that spin and yield: a rank that waits longer than Topology::spinUs yields, and
-// the core goes to the next rank of the core in turn, each turn a hand-off (Topology::handoffUs) and a
-// spin; a rank that can run takes the core at its turn (at once if it is free), one that cannot
-// yields again. The scheduler then runs the tasks in the order of their clocks, so that these
-// decisions see every earlier event. Ops of at most Topology::cacheBytes move within a host at
-// cachedGBps (a CPU's private cache).
+// the core's other ranks get it in turn, the one that has run least first (a fair scheduler's order),
+// each turn a hand-off (Topology::handoffUs) and a spin; a rank that can run takes the core at its turn
+// (at once if it is free), one that cannot yields again. The scheduler then runs the tasks in the order
+// of their clocks, so that these decisions see every earlier event. A rank waits (and may yield) until
+// a chunk is committed, then reads it on its core till it arrives. Ops of at most Topology::cacheBytes
+// move within a host at cachedGBps (a CPU's private cache); past Topology::llcBytes, in part at
+// dramGBps.
 // Simplifications: a fat tree divides every flow between hosts by its oversubscription (as under
 // full load); a cross-rail hop adds its time but reserves no link. A rank that waits blocks its task
 // until a commit or release towards it; slots exist per pair once used (a ring's rank touches 2 of N).
@@ -66,7 +68,7 @@ struct Topology {
   // simulated job on one machine (tools/sim-validate on this one).
   int cores = 0;
   // With fewer cores than ranks: a rank that waits (its chunk or slot comes later than its clock)
-  // spins spinUs on its core, then yields it to the next rank of the core; each such turn costs
+  // spins spinUs on its core, then yields it to the other ranks of the core in turn; each turn costs
   // handoffUs (a context switch).
   double handoffUs = 0;
   double spinUs = 0;
@@ -178,7 +180,7 @@ class SimNetwork {
     int runner = -1;          // the rank that runs there (-1: none)
     bool cycling = false;     // every rank of the core waits: each spins in turn and yields
     double cycleStart = 0;    // when the turns began (the last runner's yield)
-    int first = 0;            // the rank (its place on the core) whose turn came first
+    std::vector<int> order;   // the ranks in the order of their turns (the one that yielded last)
     uint64_t epoch = 0;       // bumped whenever the core changes hands
     std::vector<int> queue;   // ranks that can run, while another does
   };
@@ -241,6 +243,9 @@ class SimTransport final : public Transport {
   // Ranks taking turns: this rank does not run (it waits, or is between ops), since waitFromUs_ if >= 0.
   bool away_ = true;
   double waitFromUs_ = -1;
+  int turn_ = 0;       // its place in its core's order of turns (SimNetwork::Cpu::order)
+  double ranUs_ = -1;  // since when it holds its core (-1: it does not)
+  double runUs_ = 0;   // how long it has held it, spins included: a fair scheduler's measure
   // A rank writes a chunk here, and its commit keeps exactly its bytes in the slot: memory follows the
   // data in flight, not the N^2 pairs of a direct algorithm at thousands of ranks. One suffices: every
   // algorithm commits a slot before it takes the next (acquired_ checks it).
