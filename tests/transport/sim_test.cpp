@@ -205,6 +205,22 @@ TEST(Sim, OpsPastTheLastLevelCacheMoveWhatDoesNotFitAtMemorysRate) {
   }
 }
 
+// Topology::receiverReads: a chunk moves as its receiver reads it, on that rank's own time, so the
+// reading and the reduction add up. A 2-rank rd of 1 MiB, links and reductions at 1 GB/s, copies free:
+// read 1 MiB, then reduce it, 2,097.152 us; through a link of its own, the transfer of the next 256 KiB
+// chunk overlaps the reduction of the last: 1,048.576 + 262.144.
+TEST(Sim, ReceiversThatReadAChunkDoNotOverlapItWithTheirReduction) {
+  Topology topo = topology("1host", 2);
+  topo.intraAlphaUs = topo.sendOverheadUs = 0;
+  topo.intraGBps = topo.reduceGBps = 1;
+  topo.copyGBps = 1e6;
+  for (bool reads : {false, true}) {
+    topo.receiverReads = reads;
+    const double expected = reads ? 2097.152 : 1310.72;
+    EXPECT_NEAR(runChecked(Collective::AllReduce, "rd", topo, 1 << 20).us, expected, 1e-5 * expected) << reads;
+  }
+}
+
 // --nodata moves no data (Primitives skips its copies and reductions: AlgoContext::sizesOnly) and
 // prices every chunk as the real run does: the same times and messages, per algorithm.
 TEST(Sim, SizesOnlyTakesTheRealRunsTimes) {

@@ -31,6 +31,7 @@ struct Args : Options {
   double recvOverheadUs = -1, opOverheadUs = -1, handoffUs = -1, spinUs = -1, cachedGBps = -1, dramGBps = -1;
   int64_t cacheBytes = 0, llcBytes = 0;
   int cores = 0;  // 0: a core per rank
+  bool receiverReads = false;
   int64_t minBytes = 8, maxBytes = 1 << 20;
   double factor = 2;
   std::string algo;  // "" automatic, "all", or a name
@@ -42,13 +43,14 @@ const char* kUsage =
     "                 [--slots K] [--iters N]\n"
     "                 [--alpha-us A] [--link-gbps B] [--nic-alpha-us A] [--nic-gbps B] [--copy-gbps C]\n"
     "                 [--reduce-gbps R] [--overhead-us O] [--recv-overhead-us O] [--op-overhead-us O]\n"
-    "                 [--cache-bytes S --cached-gbps B] [--llc-bytes L --dram-gbps D]\n"
+    "                 [--cache-bytes S --cached-gbps B] [--llc-bytes L --dram-gbps D] [--receiver-reads]\n"
     "                 [--cores C [--handoff-us H] [--spin-us S]]\n"
     "                 (--iters: N ops per size back to back, each row their mean (default 1);\n"
     "                 the network model's figures; --op-overhead-us: a call's own cost per rank;\n"
     "                 ops of at most S bytes move within a host at B GB/s (a CPU's private cache);\n"
     "                 an op whose buffers and slots exceed L bytes (a host's last-level cache) moves the\n"
-    "                 share that does not fit at D GB/s;\n"
+    "                 share that does not fit at D GB/s; --receiver-reads: a chunk moves within a host\n"
+    "                 as its receiver reads it, on its own time (CPUs sharing memory);\n"
     "                 --cores: all ranks share C cores, as on one machine: fewer than ranks, they take\n"
     "                 turns, a rank that waits over S us yields to the next, each turn costing H;\n"
     "                 the table's last column: core switches per op)\n"
@@ -64,6 +66,7 @@ bool parseArgs(int argc, char** argv, Args* a, std::string* error) {
     const std::string flag = argv[i];
     if (flag == "--check") { a->check = true; continue; }
     if (flag == "--nodata") { a->nodata = true; continue; }
+    if (flag == "--receiver-reads") { a->receiverReads = true; continue; }
     if (i + 1 >= argc) { *error = "option " + flag + " needs a value"; return false; }
     const std::string v = argv[++i];
     bool ok = true;
@@ -143,6 +146,7 @@ int run(int argc, char** argv) {
   topo.cores = a.cores;
   topo.cacheBytes = static_cast<size_t>(a.cacheBytes);
   topo.llcBytes = static_cast<size_t>(a.llcBytes);
+  topo.receiverReads = a.receiverReads;
   std::vector<size_t> sizes;
   const size_t unit = dataTypeSize(a.dtype) * (traits(a.coll).perRankBlocks ? static_cast<size_t>(a.ranks) : 1);
   for (double b = static_cast<double>(a.minBytes); b <= static_cast<double>(a.maxBytes); b *= a.factor) {

@@ -182,6 +182,7 @@ double SimNetwork::transfer(int from, int to, size_t bytes, double departUs) {
   const double b = static_cast<double>(bytes);
   const size_t f = static_cast<size_t>(from), t = static_cast<size_t>(to);
   if (topo_.hostOf(from) == topo_.hostOf(to)) {
+    if (topo_.receiverReads) return departUs + topo_.intraAlphaUs;  // its bytes: the receiver's reading
     const double busy = b / (intraGBps() * 1e3);  // GB/s = 1e3 bytes per us
     return reserve(egress_[f], ingress_[t], departUs, busy, from) + topo_.intraAlphaUs + busy;
   }
@@ -367,6 +368,8 @@ bool SimTransport::tryRecv(int peer, RecvChunk* chunk) {
   // has arrived, on its core.
   resumeAt(s.sentUs);
   clockUs_ = std::max(clockUs_, s.arrivalUs);
+  if (net_.topo_.receiverReads && net_.topo_.hostOf(peer) == net_.topo_.hostOf(rank_))
+    spend(static_cast<double>(s.bytes) / (net_.intraGBps() * 1e3));
   chunk->data = net_.data_ ? s.payload.data() : net_.shared_.data();
   chunk->bytes = s.bytes;
   return true;
