@@ -205,6 +205,21 @@ TEST(Sim, OpsPastTheLastLevelCacheMoveWhatDoesNotFitAtMemorysRate) {
   }
 }
 
+// Messages between hosts of at most Topology::nicBufferBytes move at nicBufferedGBps: a 2-rank ring of
+// 1 MiB over NICs sends 1 MiB per rank in 256 KiB chunks, 1,048.576 us at 1 GB/s, half that at 2.
+TEST(Sim, MessagesThatFitTheSocketBufferMoveAtItsRate) {
+  Topology topo = topology("hosts:1", 2);
+  topo.nicAlphaUs = topo.sendOverheadUs = 0;
+  topo.copyGBps = topo.reduceGBps = 1e6;
+  topo.nicGBps = 1;
+  topo.nicBufferedGBps = 2;
+  for (size_t edge : {size_t{0}, size_t{128} << 10, size_t{256} << 10}) {
+    topo.nicBufferBytes = edge;
+    const double expected = 1048.576 / (edge >= (size_t{256} << 10) ? 2 : 1);
+    EXPECT_NEAR(runChecked(Collective::AllReduce, "ring", topo, 1 << 20).us, expected, 1e-5 * expected) << edge;
+  }
+}
+
 // Topology::receiverReads: a chunk moves as its receiver reads it, on that rank's own time, so the
 // reading and the reduction add up. A 2-rank rd of 1 MiB, links and reductions at 1 GB/s, copies free:
 // read 1 MiB, then reduce it, 2,097.152 us; through a link of its own, the transfer of the next 256 KiB

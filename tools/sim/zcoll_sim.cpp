@@ -29,7 +29,8 @@ struct Args : Options {
   // The model's figures (Topology's defaults when < 0), e.g. fitted to this machine by tools/sim-validate.
   double alphaUs = -1, linkGBps = -1, nicAlphaUs = -1, nicGBps = -1, copyGBps = -1, reduceGBps = -1, overheadUs = -1;
   double recvOverheadUs = -1, opOverheadUs = -1, handoffUs = -1, spinUs = -1, cachedGBps = -1, dramGBps = -1;
-  int64_t cacheBytes = 0, llcBytes = 0;
+  int64_t cacheBytes = 0, llcBytes = 0, nicBufferBytes = 0;
+  double nicBufferedGBps = -1;
   int cores = 0;  // 0: a core per rank
   bool receiverReads = false;
   int64_t minBytes = 8, maxBytes = 1 << 20;
@@ -44,13 +45,14 @@ const char* kUsage =
     "                 [--alpha-us A] [--link-gbps B] [--nic-alpha-us A] [--nic-gbps B] [--copy-gbps C]\n"
     "                 [--reduce-gbps R] [--overhead-us O] [--recv-overhead-us O] [--op-overhead-us O]\n"
     "                 [--cache-bytes S --cached-gbps B] [--llc-bytes L --dram-gbps D] [--receiver-reads]\n"
-    "                 [--cores C [--handoff-us H] [--spin-us S]]\n"
+    "                 [--nic-buffer-bytes M --nic-buffered-gbps B] [--cores C [--handoff-us H] [--spin-us S]]\n"
     "                 (--iters: N ops per size back to back, each row their mean (default 1);\n"
     "                 the network model's figures; --op-overhead-us: a call's own cost per rank;\n"
     "                 ops of at most S bytes move within a host at B GB/s (a CPU's private cache);\n"
     "                 an op whose buffers and slots exceed L bytes (a host's last-level cache) moves the\n"
     "                 share that does not fit at D GB/s; --receiver-reads: a chunk moves within a host\n"
-    "                 as its receiver reads it, on its own time (CPUs sharing memory);\n"
+    "                 as its receiver reads it, on its own time (CPUs sharing memory); messages between\n"
+    "                 hosts of at most M bytes move at B GB/s (they fit a socket buffer);\n"
     "                 --cores: all ranks share C cores, as on one machine: fewer than ranks, they take\n"
     "                 turns, a rank that waits over S us yields to the next, each turn costing H;\n"
     "                 the table's last column: core switches per op)\n"
@@ -84,6 +86,7 @@ bool parseArgs(int argc, char** argv, Args* a, std::string* error) {
     else if (flag == "--cores") ok = (a->cores = std::atoi(v.c_str())) >= 1;
     else if (flag == "--cache-bytes") ok = parseByteSize(v, &a->cacheBytes);
     else if (flag == "--llc-bytes") ok = parseByteSize(v, &a->llcBytes);
+    else if (flag == "--nic-buffer-bytes") ok = parseByteSize(v, &a->nicBufferBytes);
     else if (double* figure = flag == "--alpha-us"       ? &a->alphaUs
                               : flag == "--link-gbps"    ? &a->linkGBps
                               : flag == "--nic-alpha-us" ? &a->nicAlphaUs
@@ -97,6 +100,7 @@ bool parseArgs(int argc, char** argv, Args* a, std::string* error) {
                               : flag == "--spin-us" ? &a->spinUs
                               : flag == "--cached-gbps" ? &a->cachedGBps
                               : flag == "--dram-gbps" ? &a->dramGBps
+                              : flag == "--nic-buffered-gbps" ? &a->nicBufferedGBps
                                                          : nullptr)
       ok = (*figure = std::atof(v.c_str())) >= 0 && (flag.find("gbps") == std::string::npos || *figure > 0);
     else { *error = "unknown option " + flag; return false; }
@@ -141,11 +145,13 @@ int run(int argc, char** argv) {
                                {a.recvOverheadUs, &Topology::recvOverheadUs},
                                {a.opOverheadUs, &Topology::opOverheadUs},
                                {a.handoffUs, &Topology::handoffUs}, {a.spinUs, &Topology::spinUs},
-                               {a.cachedGBps, &Topology::cachedGBps}, {a.dramGBps, &Topology::dramGBps}})
+                               {a.cachedGBps, &Topology::cachedGBps}, {a.dramGBps, &Topology::dramGBps},
+                               {a.nicBufferedGBps, &Topology::nicBufferedGBps}})
     if (figure >= 0) topo.*field = figure;
   topo.cores = a.cores;
   topo.cacheBytes = static_cast<size_t>(a.cacheBytes);
   topo.llcBytes = static_cast<size_t>(a.llcBytes);
+  topo.nicBufferBytes = static_cast<size_t>(a.nicBufferBytes);
   topo.receiverReads = a.receiverReads;
   std::vector<size_t> sizes;
   const size_t unit = dataTypeSize(a.dtype) * (traits(a.coll).perRankBlocks ? static_cast<size_t>(a.ranks) : 1);

@@ -186,7 +186,8 @@ double SimNetwork::transfer(int from, int to, size_t bytes, double departUs) {
     const double busy = b / (intraGBps() * 1e3);  // GB/s = 1e3 bytes per us
     return reserve(egress_[f], ingress_[t], departUs, busy, from) + topo_.intraAlphaUs + busy;
   }
-  double gbps = topo_.nicGBps, alpha = topo_.nicAlphaUs;
+  double gbps = bytes <= topo_.nicBufferBytes && topo_.nicBufferedGBps > 0 ? topo_.nicBufferedGBps : topo_.nicGBps;
+  double alpha = topo_.nicAlphaUs;
   if (topo_.fabric == Topology::Fabric::FatTree) {
     gbps /= topo_.oversubscription;
   } else if (from % topo_.perHost != to % topo_.perHost) {

@@ -62,6 +62,10 @@ struct Topology {
   // a random part of what does not fit).
   size_t llcBytes = 0;
   double dramGBps = 0;
+  // Messages between hosts of at most nicBufferBytes (0: none) move at nicBufferedGBps: on a software
+  // network (tcp) they fit the receiver's socket buffer, larger ones wait on its window.
+  size_t nicBufferBytes = 0;
+  double nicBufferedGBps = 0;
   // Within a host, a chunk moves as its receiver reads it (CPUs sharing memory): the link's time is the
   // receiver's own, after the commit and the link's latency, not a pipe of its own beside the ranks.
   bool receiverReads = false;
