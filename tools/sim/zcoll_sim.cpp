@@ -32,6 +32,7 @@ struct Args : Options {
   int64_t cacheBytes = 0, llcBytes = 0, nicBufferBytes = 0;
   double nicBufferedGBps = -1;
   int cores = 0;  // 0: a core per rank
+  int starts = 1;
   bool receiverReads = false;
   int64_t minBytes = 8, maxBytes = 1 << 20;
   double factor = 2;
@@ -45,7 +46,8 @@ const char* kUsage =
     "                 [--alpha-us A] [--link-gbps B] [--nic-alpha-us A] [--nic-gbps B] [--copy-gbps C]\n"
     "                 [--reduce-gbps R] [--overhead-us O] [--recv-overhead-us O] [--op-overhead-us O]\n"
     "                 [--cache-bytes S --cached-gbps B] [--llc-bytes L --dram-gbps D] [--receiver-reads]\n"
-    "                 [--nic-buffer-bytes M --nic-buffered-gbps B] [--cores C [--handoff-us H] [--spin-us S]]\n"
+    "                 [--nic-buffer-bytes M --nic-buffered-gbps B]\n"
+    "                 [--cores C [--handoff-us H] [--spin-us S] [--starts K]]\n"
     "                 (--iters: N ops per size back to back, each row their mean (default 1);\n"
     "                 the network model's figures; --op-overhead-us: a call's own cost per rank;\n"
     "                 ops of at most S bytes move within a host at B GB/s (a CPU's private cache);\n"
@@ -55,7 +57,8 @@ const char* kUsage =
     "                 hosts of at most M bytes move at B GB/s (they fit a socket buffer);\n"
     "                 --cores: all ranks share C cores, as on one machine: fewer than ranks, they take\n"
     "                 turns, a rank that waits over S us yields to the next, each turn costing H;\n"
-    "                 the table's last column: core switches per op)\n"
+    "                 the table's last column: core switches per op; --starts: each row the mean of K\n"
+    "                 runs that start from different orders of the ranks on their cores)\n"
     "COLL: allreduce, allgather, reducescatter, broadcast, reduce, gather, scatter, alltoall\n";
 
 bool parseArgs(int argc, char** argv, Args* a, std::string* error) {
@@ -84,6 +87,7 @@ bool parseArgs(int argc, char** argv, Args* a, std::string* error) {
     else if (flag == "--slots") ok = (a->slots = std::atoi(v.c_str())) >= 2;
     else if (flag == "--iters") ok = (a->iters = std::atoi(v.c_str())) >= 1;
     else if (flag == "--cores") ok = (a->cores = std::atoi(v.c_str())) >= 1;
+    else if (flag == "--starts") ok = (a->starts = std::atoi(v.c_str())) >= 1;
     else if (flag == "--cache-bytes") ok = parseByteSize(v, &a->cacheBytes);
     else if (flag == "--llc-bytes") ok = parseByteSize(v, &a->llcBytes);
     else if (flag == "--nic-buffer-bytes") ok = parseByteSize(v, &a->nicBufferBytes);
@@ -182,10 +186,25 @@ int run(int argc, char** argv) {
   for (const std::string& algo : algos) {
     std::vector<Row> rows;
     const auto t0 = std::chrono::steady_clock::now();
-    if (!sweep(a, topo, sizes, algo, &rows, &error)) {
-      std::fprintf(stderr, "zcoll-sim: %s: %s\n", algo.empty() ? "auto" : algo.c_str(), error.c_str());
-      return 1;
+    // --starts: the mean of runs that start from different orders of the ranks on their cores.
+    for (int k = 0; k < a.starts; ++k) {
+      Topology start = topo;
+      start.startSeed = static_cast<uint64_t>(k);
+      std::vector<Row> run;
+      if (!sweep(a, start, sizes, algo, &run, &error)) {
+        std::fprintf(stderr, "zcoll-sim: %s: %s\n", algo.empty() ? "auto" : algo.c_str(), error.c_str());
+        return 1;
+      }
+      if (k == 0) {
+        rows = std::move(run);
+        continue;
+      }
+      for (size_t i = 0; i < rows.size(); ++i) {
+        rows[i].us += run[i].us, rows[i].switches += run[i].switches;
+        rows[i].wrong += run[i].wrong;
+      }
     }
+    for (Row& r : rows) r.us /= a.starts, r.switches /= a.starts;
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const std::string label = (algo.empty() ? std::string("auto") : algo) + " (simulated in " +
                               std::to_string(static_cast<int>(wall * 1000)) + " ms)";

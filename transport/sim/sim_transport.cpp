@@ -85,6 +85,13 @@ SimNetwork::SimNetwork(const Topology& topo, Scheduler& scheduler, size_t chunkB
   scheduler.setTimed(turns_);
   if (topo.ranks <= kFlatRanks) flat_.resize(n * n);
   for (int r = 0; r < topo.ranks; ++r) ranks_.push_back(std::make_unique<SimTransport>(*this, r));
+  if (topo.startSeed != 0) {  // a run that starts from another order of the ranks on their cores
+    uint64_t x = topo.startSeed * 0x9e3779b97f4a7c15ull;
+    for (auto& r : ranks_) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;  // xorshift64
+      r->runUs_ = static_cast<double>(x % 1000) * 1e-6;  // under a nanosecond: it orders, costs nothing
+    }
+  }
 }
 
 SimNetwork::~SimNetwork() = default;

@@ -69,6 +69,9 @@ struct Topology {
   // Within a host, a chunk moves as its receiver reads it (CPUs sharing memory): the link's time is the
   // receiver's own, after the commit and the link's latency, not a pipe of its own beside the ranks.
   bool receiverReads = false;
+  // Ranks taking turns: 0 starts them in rank order on each core, another value in a pseudo-random one
+  // of its own (an OS's state at a run's start).
+  uint64_t startSeed = 0;
   // 0: every rank has a core of its own. Else every rank's compute and software costs, and every
   // transfer (a software network: kernel copies), take one of this many cores shared by all ranks,
   // and with fewer cores than ranks the ranks take turns on them (rank r on core r % cores) - the
