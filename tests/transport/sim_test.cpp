@@ -220,6 +220,20 @@ TEST(Sim, MessagesThatFitTheSocketBufferMoveAtItsRate) {
   }
 }
 
+// Messages between hosts of more than Topology::nicSegmentBytes take nicSegmentedUs more: a 2-rank ring
+// of 64 B over NICs of 1 us latency sends 2 messages per rank, 2 us; of 64 KiB at 1e6 GB/s, 2 us plus 2
+// of 3 us each, 8.
+TEST(Sim, MessagesOfSeveralSegmentsTakeLonger) {
+  Topology topo = topology("hosts:1", 2);
+  topo.sendOverheadUs = 0;
+  topo.nicAlphaUs = 1;
+  topo.copyGBps = topo.reduceGBps = topo.nicGBps = 1e6;
+  topo.nicSegmentBytes = 1448;
+  topo.nicSegmentedUs = 3;
+  EXPECT_NEAR(runChecked(Collective::AllReduce, "ring", topo, 64).us, 2, 1e-3);
+  EXPECT_NEAR(runChecked(Collective::AllReduce, "ring", topo, 64 << 10).us, 8, 1e-3);
+}
+
 // Topology::receiverReads: a chunk moves as its receiver reads it, on that rank's own time, so the
 // reading and the reduction add up. A 2-rank rd of 1 MiB, links and reductions at 1 GB/s, copies free:
 // read 1 MiB, then reduce it, 2,097.152 us; through a link of its own, the transfer of the next 256 KiB

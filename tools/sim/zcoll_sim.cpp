@@ -29,8 +29,8 @@ struct Args : Options {
   // The model's figures (Topology's defaults when < 0), e.g. fitted to this machine by tools/sim-validate.
   double alphaUs = -1, linkGBps = -1, nicAlphaUs = -1, nicGBps = -1, copyGBps = -1, reduceGBps = -1, overheadUs = -1;
   double recvOverheadUs = -1, opOverheadUs = -1, handoffUs = -1, spinUs = -1, cachedGBps = -1, dramGBps = -1;
-  int64_t cacheBytes = 0, llcBytes = 0, nicBufferBytes = 0;
-  double nicBufferedGBps = -1;
+  int64_t cacheBytes = 0, llcBytes = 0, nicBufferBytes = 0, nicSegmentBytes = 0;
+  double nicBufferedGBps = -1, nicSegmentedUs = -1;
   int cores = 0;  // 0: a core per rank
   int starts = 1;
   bool receiverReads = false;
@@ -46,7 +46,7 @@ const char* kUsage =
     "                 [--alpha-us A] [--link-gbps B] [--nic-alpha-us A] [--nic-gbps B] [--copy-gbps C]\n"
     "                 [--reduce-gbps R] [--overhead-us O] [--recv-overhead-us O] [--op-overhead-us O]\n"
     "                 [--cache-bytes S --cached-gbps B] [--llc-bytes L --dram-gbps D] [--receiver-reads]\n"
-    "                 [--nic-buffer-bytes M --nic-buffered-gbps B]\n"
+    "                 [--nic-buffer-bytes M --nic-buffered-gbps B] [--nic-segment-bytes G --nic-segmented-us U]\n"
     "                 [--cores C [--handoff-us H] [--spin-us S] [--starts K]]\n"
     "                 (--iters: N ops per size back to back, each row their mean (default 1);\n"
     "                 the network model's figures; --op-overhead-us: a call's own cost per rank;\n"
@@ -54,7 +54,8 @@ const char* kUsage =
     "                 an op whose buffers and slots exceed L bytes (a host's last-level cache) moves the\n"
     "                 share that does not fit at D GB/s; --receiver-reads: a chunk moves within a host\n"
     "                 as its receiver reads it, on its own time (CPUs sharing memory); messages between\n"
-    "                 hosts of at most M bytes move at B GB/s (they fit a socket buffer);\n"
+    "                 hosts of at most M bytes move at B GB/s (they fit a socket buffer), those of more\n"
+    "                 than G take U us more (tcp segments);\n"
     "                 --cores: all ranks share C cores, as on one machine: fewer than ranks, they take\n"
     "                 turns, a rank that waits over S us yields to the next, each turn costing H;\n"
     "                 the table's last column: core switches per op; --starts: each row the mean of K\n"
@@ -91,6 +92,7 @@ bool parseArgs(int argc, char** argv, Args* a, std::string* error) {
     else if (flag == "--cache-bytes") ok = parseByteSize(v, &a->cacheBytes);
     else if (flag == "--llc-bytes") ok = parseByteSize(v, &a->llcBytes);
     else if (flag == "--nic-buffer-bytes") ok = parseByteSize(v, &a->nicBufferBytes);
+    else if (flag == "--nic-segment-bytes") ok = parseByteSize(v, &a->nicSegmentBytes);
     else if (double* figure = flag == "--alpha-us"       ? &a->alphaUs
                               : flag == "--link-gbps"    ? &a->linkGBps
                               : flag == "--nic-alpha-us" ? &a->nicAlphaUs
@@ -105,6 +107,7 @@ bool parseArgs(int argc, char** argv, Args* a, std::string* error) {
                               : flag == "--cached-gbps" ? &a->cachedGBps
                               : flag == "--dram-gbps" ? &a->dramGBps
                               : flag == "--nic-buffered-gbps" ? &a->nicBufferedGBps
+                              : flag == "--nic-segmented-us" ? &a->nicSegmentedUs
                                                          : nullptr)
       ok = (*figure = std::atof(v.c_str())) >= 0 && (flag.find("gbps") == std::string::npos || *figure > 0);
     else { *error = "unknown option " + flag; return false; }
@@ -150,12 +153,14 @@ int run(int argc, char** argv) {
                                {a.opOverheadUs, &Topology::opOverheadUs},
                                {a.handoffUs, &Topology::handoffUs}, {a.spinUs, &Topology::spinUs},
                                {a.cachedGBps, &Topology::cachedGBps}, {a.dramGBps, &Topology::dramGBps},
-                               {a.nicBufferedGBps, &Topology::nicBufferedGBps}})
+                               {a.nicBufferedGBps, &Topology::nicBufferedGBps},
+                               {a.nicSegmentedUs, &Topology::nicSegmentedUs}})
     if (figure >= 0) topo.*field = figure;
   topo.cores = a.cores;
   topo.cacheBytes = static_cast<size_t>(a.cacheBytes);
   topo.llcBytes = static_cast<size_t>(a.llcBytes);
   topo.nicBufferBytes = static_cast<size_t>(a.nicBufferBytes);
+  topo.nicSegmentBytes = static_cast<size_t>(a.nicSegmentBytes);
   topo.receiverReads = a.receiverReads;
   std::vector<size_t> sizes;
   const size_t unit = dataTypeSize(a.dtype) * (traits(a.coll).perRankBlocks ? static_cast<size_t>(a.ranks) : 1);

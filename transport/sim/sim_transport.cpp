@@ -195,6 +195,7 @@ double SimNetwork::transfer(int from, int to, size_t bytes, double departUs) {
   }
   double gbps = bytes <= topo_.nicBufferBytes && topo_.nicBufferedGBps > 0 ? topo_.nicBufferedGBps : topo_.nicGBps;
   double alpha = topo_.nicAlphaUs;
+  if (topo_.nicSegmentBytes > 0 && bytes > topo_.nicSegmentBytes) alpha += topo_.nicSegmentedUs;
   if (topo_.fabric == Topology::Fabric::FatTree) {
     gbps /= topo_.oversubscription;
   } else if (from % topo_.perHost != to % topo_.perHost) {

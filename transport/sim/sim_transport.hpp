@@ -66,6 +66,10 @@ struct Topology {
   // network (tcp) they fit the receiver's socket buffer, larger ones wait on its window.
   size_t nicBufferBytes = 0;
   double nicBufferedGBps = 0;
+  // Messages between hosts of more than nicSegmentBytes (0: none) take nicSegmentedUs more: on tcp, a
+  // message of several segments wakes its receiver before all of it is there.
+  size_t nicSegmentBytes = 0;
+  double nicSegmentedUs = 0;
   // Within a host, a chunk moves as its receiver reads it (CPUs sharing memory): the link's time is the
   // receiver's own, after the commit and the link's latency, not a pipe of its own beside the ranks.
   bool receiverReads = false;
