@@ -171,13 +171,20 @@ TEST(Sim, FourRanksOnOneCoreSwitchAsOftenAsPerfCounts) {
   }
 }
 
-// Ops of at most Topology::cacheBytes move within a host at cachedGBps: a 2-rank ring of 1 MiB sends
-// 1 MiB per rank through its link, 1,048.576 us at 1 GB/s and twice that at 0.5.
-TEST(Sim, OpsUpToTheCacheEdgeMoveAtTheCachedRate) {
-  Topology topo = topology("1host", 2);
-  topo.intraAlphaUs = topo.sendOverheadUs = 0;
+// 2 ranks (`text`: on one host, or on two) whose links and NICs move 1 GB/s and nothing else costs: a
+// 2-rank ring of 1 MiB sends 1 MiB per rank through them, 1,048.576 us.
+Topology twoRanksAtOneGBps(const std::string& text) {
+  Topology topo = topology(text, 2);
+  topo.intraAlphaUs = topo.nicAlphaUs = topo.sendOverheadUs = 0;
   topo.copyGBps = topo.reduceGBps = 1e6;
-  topo.intraGBps = 1;
+  topo.intraGBps = topo.nicGBps = 1;
+  return topo;
+}
+
+// Ops of at most Topology::cacheBytes move within a host at cachedGBps: the ring of 1 MiB at 1 GB/s,
+// twice as long at 0.5.
+TEST(Sim, OpsUpToTheCacheEdgeMoveAtTheCachedRate) {
+  Topology topo = twoRanksAtOneGBps("1host");
   topo.cachedGBps = 0.5;
   const size_t bytes = 1 << 20;
   for (size_t edge : {size_t{0}, bytes / 2, bytes}) {
@@ -187,15 +194,12 @@ TEST(Sim, OpsUpToTheCacheEdgeMoveAtTheCachedRate) {
   }
 }
 
-// Past Topology::llcBytes, the share of an op's bytes that the cache cannot hold moves at dramGBps. A
-// 2-rank ring of 1 MiB (1,048.576 us at 1 GB/s): its buffers take 4 MiB (1 MiB in and out per rank),
+// Past Topology::llcBytes, the share of an op's bytes that the cache cannot hold moves at dramGBps. The
+// ring of 1 MiB at 1 GB/s: its buffers take 4 MiB (1 MiB in and out per rank),
 // its slots 2 MiB (each pair's 4 filled by 256 KiB chunks); a 4 MiB cache holds 2/3 of those 6 MiB,
 // the rest moves at 0.5 GB/s: 0.75 GB/s once the first op has filled the slots.
 TEST(Sim, OpsPastTheLastLevelCacheMoveWhatDoesNotFitAtMemorysRate) {
-  Topology topo = topology("1host", 2);
-  topo.intraAlphaUs = topo.sendOverheadUs = 0;
-  topo.copyGBps = topo.reduceGBps = 1e6;
-  topo.intraGBps = 1;
+  Topology topo = twoRanksAtOneGBps("1host");
   topo.dramGBps = 0.5;
   const size_t bytes = 1 << 20;
   for (size_t llc : {size_t{64} << 20, size_t{4} << 20, size_t{1}}) {
@@ -205,13 +209,10 @@ TEST(Sim, OpsPastTheLastLevelCacheMoveWhatDoesNotFitAtMemorysRate) {
   }
 }
 
-// Messages between hosts of at most Topology::nicBufferBytes move at nicBufferedGBps: a 2-rank ring of
-// 1 MiB over NICs sends 1 MiB per rank in 256 KiB chunks, 1,048.576 us at 1 GB/s, half that at 2.
+// Messages between hosts of at most Topology::nicBufferBytes move at nicBufferedGBps: the ring of 1 MiB
+// over NICs at 1 GB/s sends 256 KiB chunks, half as long at 2.
 TEST(Sim, MessagesThatFitTheSocketBufferMoveAtItsRate) {
-  Topology topo = topology("hosts:1", 2);
-  topo.nicAlphaUs = topo.sendOverheadUs = 0;
-  topo.copyGBps = topo.reduceGBps = 1e6;
-  topo.nicGBps = 1;
+  Topology topo = twoRanksAtOneGBps("hosts:1");
   topo.nicBufferedGBps = 2;
   for (size_t edge : {size_t{0}, size_t{128} << 10, size_t{256} << 10}) {
     topo.nicBufferBytes = edge;
@@ -224,10 +225,9 @@ TEST(Sim, MessagesThatFitTheSocketBufferMoveAtItsRate) {
 // of 64 B over NICs of 1 us latency sends 2 messages per rank, 2 us; of 64 KiB at 1e6 GB/s, 2 us plus 2
 // of 3 us each, 8.
 TEST(Sim, MessagesOfSeveralSegmentsTakeLonger) {
-  Topology topo = topology("hosts:1", 2);
-  topo.sendOverheadUs = 0;
+  Topology topo = twoRanksAtOneGBps("hosts:1");
   topo.nicAlphaUs = 1;
-  topo.copyGBps = topo.reduceGBps = topo.nicGBps = 1e6;
+  topo.nicGBps = 1e6;
   topo.nicSegmentBytes = 1448;
   topo.nicSegmentedUs = 3;
   EXPECT_NEAR(runChecked(Collective::AllReduce, "ring", topo, 64).us, 2, 1e-3);
@@ -239,10 +239,8 @@ TEST(Sim, MessagesOfSeveralSegmentsTakeLonger) {
 // read 1 MiB, then reduce it, 2,097.152 us; through a link of its own, the transfer of the next 256 KiB
 // chunk overlaps the reduction of the last: 1,048.576 + 262.144.
 TEST(Sim, ReceiversThatReadAChunkDoNotOverlapItWithTheirReduction) {
-  Topology topo = topology("1host", 2);
-  topo.intraAlphaUs = topo.sendOverheadUs = 0;
-  topo.intraGBps = topo.reduceGBps = 1;
-  topo.copyGBps = 1e6;
+  Topology topo = twoRanksAtOneGBps("1host");
+  topo.reduceGBps = 1;
   for (bool reads : {false, true}) {
     topo.receiverReads = reads;
     const double expected = reads ? 2097.152 : 1310.72;
