@@ -195,18 +195,18 @@ int run(int argc, char** argv) {
     for (int k = 0; k < a.starts; ++k) {
       Topology start = topo;
       start.startSeed = static_cast<uint64_t>(k);
-      std::vector<Row> run;
-      if (!sweep(a, start, sizes, algo, &run, &error)) {
+      std::vector<Row> each;
+      if (!sweep(a, start, sizes, algo, &each, &error)) {
         std::fprintf(stderr, "zcoll-sim: %s: %s\n", algo.empty() ? "auto" : algo.c_str(), error.c_str());
         return 1;
       }
       if (k == 0) {
-        rows = std::move(run);
+        rows = std::move(each);
         continue;
       }
       for (size_t i = 0; i < rows.size(); ++i) {
-        rows[i].us += run[i].us, rows[i].switches += run[i].switches;
-        rows[i].wrong += run[i].wrong;
+        rows[i].us += each[i].us, rows[i].switches += each[i].switches;
+        rows[i].wrong += each[i].wrong;
       }
     }
     for (Row& r : rows) r.us /= a.starts, r.switches /= a.starts;
