@@ -26,14 +26,21 @@ Topology topology(const std::string& text, int ranks) {
   return t;
 }
 
-// Runs one size of `coll` by `algo` ("" automatic) with every element checked, `iters` ops back to
-// back; returns its row.
-Row runChecked(Collective coll, const std::string& algo, const Topology& topo, size_t bytes, int iters = 1) {
+// Runs the sizes of `coll` by `algo` ("" automatic) in one sweep with every element checked, `iters`
+// ops back to back per size; returns their rows.
+std::vector<Row> sweepChecked(Collective coll, const std::string& algo, const Topology& topo,
+                              const std::vector<size_t>& sizes, int iters) {
   Options o;
   o.coll = coll, o.ranks = topo.ranks, o.check = true, o.iters = iters;
   std::vector<Row> rows;
   std::string error;
-  EXPECT_TRUE(sweep(o, topo, {bytes}, algo, &rows, &error)) << collectiveName(coll) << " " << algo << ": " << error;
+  EXPECT_TRUE(sweep(o, topo, sizes, algo, &rows, &error)) << collectiveName(coll) << " " << algo << ": " << error;
+  return rows;
+}
+
+// One size of it: its row.
+Row runChecked(Collective coll, const std::string& algo, const Topology& topo, size_t bytes, int iters = 1) {
+  const std::vector<Row> rows = sweepChecked(coll, algo, topo, {bytes}, iters);
   return rows.empty() ? Row{} : rows[0];
 }
 
@@ -159,11 +166,7 @@ TEST(Sim, FourRanksOnOneCoreSwitchAsOftenAsPerfCounts) {
   topo.ranks = 4;
   topo.handoffUs = 2;
   topo.spinUs = 0.2;
-  Options o;
-  o.coll = Collective::AllReduce, o.ranks = topo.ranks, o.check = true, o.iters = 200;
-  std::vector<Row> rows;
-  std::string error;
-  ASSERT_TRUE(sweep(o, topo, {8, 64}, "ring", &rows, &error)) << error;
+  const std::vector<Row> rows = sweepChecked(Collective::AllReduce, "ring", topo, {8, 64}, 200);
   ASSERT_EQ(rows.size(), 2u);
   for (auto [r, perf] : {std::pair{rows[0], 8.0}, {rows[1], 12.0}}) {
     EXPECT_EQ(r.wrong, 0u) << r.bytes;

@@ -95,6 +95,8 @@ class TaskBarrier {
     }
     between_();
     arrived_ = 0;
+    // Apart from waiting_: while this rank yields, one that needs nobody (a broadcast's root) may end
+    // its next op and arrive again.
     std::vector<int> others;
     others.swap(waiting_);
     std::sort(others.begin(), others.end());

@@ -227,12 +227,12 @@ double SimNetwork::alignClocks() {
     r->setClockUs(t);
     r->away_ = true;
     r->waitFromUs_ = -1;
+    r->ranUs_ = -1;  // runUs_ stays: an OS's scheduler keeps it from size to size
     scheduler_.setKey(r->rank_, t);
   }
   for (auto* links : {&egress_, &ingress_, &nicOut_, &nicIn_, &cores_})
     for (Link& l : *links) l.busy.clear();
   for (Cpu& c : cpus_) c = Cpu{};
-  for (auto& r : ranks_) r->ranUs_ = -1;  // runUs_ stays: an OS's scheduler keeps it from size to size
   floorUs_ = t;
   return t;
 }

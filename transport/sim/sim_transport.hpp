@@ -26,7 +26,6 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -194,7 +193,7 @@ class SimNetwork {
     int runner = -1;          // the rank that runs there (-1: none)
     bool cycling = false;     // every rank of the core waits: each spins in turn and yields
     double cycleStart = 0;    // when the turns began (the last runner's yield)
-    std::vector<int> order;   // the ranks in the order of their turns (the one that yielded last)
+    std::vector<int> order;   // the ranks in the order of their turns (the one that yielded at the end)
     uint64_t epoch = 0;       // bumped whenever the core changes hands
     std::vector<int> queue;   // ranks that can run, while another does
   };
@@ -203,8 +202,8 @@ class SimNetwork {
   double switches_ = 0;
   Cpu& cpuOf(int rank) { return cpus_[static_cast<size_t>(rank % topo_.cores)]; }
   int ranksOn(int core) const;  // ranks r with r % cores == core
-  // Rank r stops running at t (it yields after its spin, or its ops of a size ended): its core's ranks
-  // take turns from the next one on, until one that can run gets its turn.
+  // Rank r stops running at t (it yields after its spin, or its ops of a size ended): its core's other
+  // ranks take turns, least run first, then r, until one that can run gets its turn.
   void letGo(SimTransport& r, double t);
   // Rank r can run from its clock on: it gets its core at its next turn, or at once if it is free; while
   // another rank runs there, after that one's next yield (the task blocks till then).
@@ -245,7 +244,7 @@ class SimTransport final : public Transport {
   void resumeAt(double readyUs);
   // Ranks taking turns: lets every rank whose clock is before t act first.
   void at(double t);
-  // Ranks taking turns: at t, this rank stops running and its core goes to the next in turn.
+  // Ranks taking turns: at t, this rank stops running and its core goes to the others in turn.
   void yieldCore(double t);
   friend class SimNetwork;
 
