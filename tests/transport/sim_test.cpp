@@ -237,6 +237,23 @@ TEST(Sim, MessagesOfSeveralSegmentsTakeLonger) {
   EXPECT_NEAR(runChecked(Collective::AllReduce, "ring", topo, 64 << 10).us, 8, 1e-3);
 }
 
+// Topology::nicAckUs: a message whose receiver sent nothing back since the pair's last one costs it
+// that much more. A ring of 64 B over NICs of 1 us: at 2 ranks every message has its reply (2 steps, 2
+// us); at 3 each goes one way, and each of the 4 steps takes 1 us and an ACK of 5 before the next send.
+TEST(Sim, OneWayMessagesCostTheirReceiverAnAck) {
+  for (int n : {2, 3}) {
+    Topology topo = twoRanksAtOneGBps("hosts:1");
+    topo.ranks = n;
+    topo.nicAlphaUs = 1;
+    topo.nicGBps = 1e6;
+    for (double ack : {0.0, 5.0}) {
+      topo.nicAckUs = ack;
+      const double expected = n == 2 ? 2 : 4 * (1 + ack);
+      EXPECT_NEAR(runChecked(Collective::AllReduce, "ring", topo, 64).us, expected, 1e-3) << n << " " << ack;
+    }
+  }
+}
+
 // Topology::receiverReads: a chunk moves as its receiver reads it, on that rank's own time, so the
 // reading and the reduction add up. A 2-rank rd of 1 MiB, links and reductions at 1 GB/s, copies free:
 // read 1 MiB, then reduce it, 2,097.152 us; through a link of its own, the transfer of the next 256 KiB

@@ -30,7 +30,7 @@ struct Args : Options {
   double alphaUs = -1, linkGBps = -1, nicAlphaUs = -1, nicGBps = -1, copyGBps = -1, reduceGBps = -1, overheadUs = -1;
   double recvOverheadUs = -1, opOverheadUs = -1, handoffUs = -1, spinUs = -1, cachedGBps = -1, dramGBps = -1;
   int64_t cacheBytes = 0, llcBytes = 0, nicBufferBytes = 0, nicSegmentBytes = 0;
-  double nicBufferedGBps = -1, nicSegmentedUs = -1;
+  double nicBufferedGBps = -1, nicSegmentedUs = -1, nicAckUs = -1;
   int cores = 0;  // 0: a core per rank
   int starts = 1;
   bool receiverReads = false;
@@ -47,6 +47,7 @@ const char* kUsage =
     "                 [--reduce-gbps R] [--overhead-us O] [--recv-overhead-us O] [--op-overhead-us O]\n"
     "                 [--cache-bytes S --cached-gbps B] [--llc-bytes L --dram-gbps D] [--receiver-reads]\n"
     "                 [--nic-buffer-bytes M --nic-buffered-gbps B] [--nic-segment-bytes G --nic-segmented-us U]\n"
+    "                 [--nic-ack-us K]\n"
     "                 [--cores C [--handoff-us H] [--spin-us S] [--starts K]]\n"
     "                 (--iters: N ops per size back to back, each row their mean (default 1);\n"
     "                 the network model's figures; --op-overhead-us: a call's own cost per rank;\n"
@@ -55,7 +56,8 @@ const char* kUsage =
     "                 share that does not fit at D GB/s; --receiver-reads: a chunk moves within a host\n"
     "                 as its receiver reads it, on its own time (CPUs sharing memory); messages between\n"
     "                 hosts of at most M bytes move at B GB/s (they fit a socket buffer), those of more\n"
-    "                 than G take U us more (tcp segments);\n"
+    "                 than G take U us more (tcp segments); one whose receiver sent nothing back since the\n"
+    "                 pair's previous message costs the receiver K us more (its ACK alone);\n"
     "                 --cores: all ranks share C cores, as on one machine: fewer than ranks, they take\n"
     "                 turns, a rank that waits over S us yields to the next, each turn costing H;\n"
     "                 the table's last column: core switches per op; --starts: each row the mean of K\n"
@@ -108,6 +110,7 @@ bool parseArgs(int argc, char** argv, Args* a, std::string* error) {
                               : flag == "--dram-gbps" ? &a->dramGBps
                               : flag == "--nic-buffered-gbps" ? &a->nicBufferedGBps
                               : flag == "--nic-segmented-us" ? &a->nicSegmentedUs
+                              : flag == "--nic-ack-us" ? &a->nicAckUs
                                                          : nullptr)
       ok = (*figure = std::atof(v.c_str())) >= 0 && (flag.find("gbps") == std::string::npos || *figure > 0);
     else { *error = "unknown option " + flag; return false; }
@@ -154,7 +157,7 @@ int run(int argc, char** argv) {
                                {a.handoffUs, &Topology::handoffUs}, {a.spinUs, &Topology::spinUs},
                                {a.cachedGBps, &Topology::cachedGBps}, {a.dramGBps, &Topology::dramGBps},
                                {a.nicBufferedGBps, &Topology::nicBufferedGBps},
-                               {a.nicSegmentedUs, &Topology::nicSegmentedUs}})
+                               {a.nicSegmentedUs, &Topology::nicSegmentedUs}, {a.nicAckUs, &Topology::nicAckUs}})
     if (figure >= 0) topo.*field = figure;
   topo.cores = a.cores;
   topo.cacheBytes = static_cast<size_t>(a.cacheBytes);

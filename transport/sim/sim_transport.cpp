@@ -108,6 +108,13 @@ SimPair& SimNetwork::pair(int from, int to) {
   return *p;
 }
 
+const SimPair* SimNetwork::findPair(int from, int to) const {
+  if (!flat_.empty())
+    return flat_[static_cast<size_t>(from) * static_cast<size_t>(topo_.ranks) + static_cast<size_t>(to)].get();
+  auto it = pairs_.find((static_cast<uint64_t>(from) << 32) | static_cast<uint32_t>(to));
+  return it == pairs_.end() ? nullptr : it->second.get();
+}
+
 double SimNetwork::Link::firstFree(double t, double duration) const {
   auto it = busy.upper_bound(t);
   if (it != busy.begin() && std::prev(it)->second > t) t = std::prev(it)->second;
@@ -389,7 +396,15 @@ void SimTransport::releaseRecv(int peer) {
   const uint64_t next = p.released;
   SimSlot& s = p.slots[next % p.slots.size()];
   const Topology& t = net_.topo_;
-  spend(t.recvOverheadUs + static_cast<double>(s.bytes) / ((net_.reducing_ ? t.reduceGBps : t.copyGBps) * 1e3));
+  double ack = 0;
+  if (t.nicAckUs > 0 && t.hostOf(peer) != t.hostOf(rank_)) {  // alone unless this rank replied since
+    const SimPair* back = net_.findPair(rank_, peer);
+    const uint64_t replies = back ? back->committed : 0;
+    if (replies == p.repliesSeen) ack = t.nicAckUs;
+    p.repliesSeen = replies;
+  }
+  spend(t.recvOverheadUs + ack +
+        static_cast<double>(s.bytes) / ((net_.reducing_ ? t.reduceGBps : t.copyGBps) * 1e3));
   s.freeUs = clockUs_;
   if (net_.retained_ > SimNetwork::kRetainBytes) {  // past the budget, memory follows the data in flight
     net_.retained_ -= s.payload.capacity();

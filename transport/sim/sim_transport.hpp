@@ -19,7 +19,7 @@
 // of their clocks, so that these decisions see every earlier event. A rank waits (and may yield) until
 // a chunk is committed, then reads it on its core till it arrives. Ops of at most Topology::cacheBytes
 // move within a host at cachedGBps (a CPU's private cache); past Topology::llcBytes, in part at
-// dramGBps.
+// dramGBps. A message between hosts that its receiver does not answer costs it an ACK (nicAckUs).
 // Simplifications: a fat tree divides every flow between hosts by its oversubscription (as under
 // full load); a cross-rail hop adds its time but reserves no link. A rank that waits blocks its task
 // until a commit or release towards it; slots exist per pair once used (a ring's rank touches 2 of N).
@@ -69,6 +69,10 @@ struct Topology {
   // message of several segments wakes its receiver before all of it is there.
   size_t nicSegmentBytes = 0;
   double nicSegmentedUs = 0;
+  // A message between hosts costs its receiver nicAckUs more on its core when it has sent nothing back
+  // to the sender since the pair's previous message: on tcp, its ACK then goes as a packet of its own
+  // (one-way traffic, as a ring's of more than 2 ranks), else it rides on the reply.
+  double nicAckUs = 0;
   // Within a host, a chunk moves as its receiver reads it (CPUs sharing memory): the link's time is the
   // receiver's own, after the commit and the link's latency, not a pipe of its own beside the ranks.
   bool receiverReads = false;
@@ -107,6 +111,7 @@ struct SimPair {
   std::vector<SimSlot> slots;
   uint64_t committed = 0;
   uint64_t released = 0;
+  uint64_t repliesSeen = 0;  // the reverse pair's commits when this pair's last chunk was released
 };
 
 class SimTransport;
@@ -140,6 +145,7 @@ class SimNetwork {
  private:
   friend class SimTransport;
   SimPair& pair(int from, int to);
+  const SimPair* findPair(int from, int to) const;  // null if it was never used
   // The transfer of `bytes` from `from` to `to` leaving at `departUs`: its arrival.
   double transfer(int from, int to, size_t bytes, double departUs);
 
