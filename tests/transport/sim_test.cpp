@@ -254,6 +254,18 @@ TEST(Sim, OneWayMessagesCostTheirReceiverAnAck) {
   }
 }
 
+// Topology::nicReceiverCopies: a message between hosts also takes its receiver its bytes at its rate. A
+// 2-rank broadcast of 1 MiB over NICs at 1 GB/s sends 4 chunks of 256 KiB back to back, 1,048.576 us;
+// copied out too, the last one's copy ends a chunk's time later, 1,310.72.
+TEST(Sim, ReceiversOfAMessageBetweenHostsCopyItOut) {
+  Topology topo = twoRanksAtOneGBps("hosts:1");
+  for (bool copies : {false, true}) {
+    topo.nicReceiverCopies = copies;
+    const double expected = copies ? 1310.72 : 1048.576;
+    EXPECT_NEAR(runChecked(Collective::Broadcast, "ring", topo, 1 << 20).us, expected, 1e-5 * expected) << copies;
+  }
+}
+
 // Topology::receiverReads: a chunk moves as its receiver reads it, on that rank's own time, so the
 // reading and the reduction add up. A 2-rank rd of 1 MiB, links and reductions at 1 GB/s, copies free:
 // read 1 MiB, then reduce it, 2,097.152 us; through a link of its own, the transfer of the next 256 KiB

@@ -33,7 +33,7 @@ struct Args : Options {
   double nicBufferedGBps = -1, nicSegmentedUs = -1, nicAckUs = -1;
   int cores = 0;  // 0: a core per rank
   int starts = 1;
-  bool receiverReads = false;
+  bool receiverReads = false, nicReceiverCopies = false;
   int64_t minBytes = 8, maxBytes = 1 << 20;
   double factor = 2;
   std::string algo;  // "" automatic, "all", or a name
@@ -47,7 +47,7 @@ const char* kUsage =
     "                 [--reduce-gbps R] [--overhead-us O] [--recv-overhead-us O] [--op-overhead-us O]\n"
     "                 [--cache-bytes S --cached-gbps B] [--llc-bytes L --dram-gbps D] [--receiver-reads]\n"
     "                 [--nic-buffer-bytes M --nic-buffered-gbps B] [--nic-segment-bytes G --nic-segmented-us U]\n"
-    "                 [--nic-ack-us K]\n"
+    "                 [--nic-ack-us K] [--nic-receiver-copies]\n"
     "                 [--cores C [--handoff-us H] [--spin-us S] [--starts K]]\n"
     "                 (--iters: N ops per size back to back, each row their mean (default 1);\n"
     "                 the network model's figures; --op-overhead-us: a call's own cost per rank;\n"
@@ -58,6 +58,7 @@ const char* kUsage =
     "                 hosts of at most M bytes move at B GB/s (they fit a socket buffer), those of more\n"
     "                 than G take U us more (tcp segments); one whose receiver sent nothing back since the\n"
     "                 pair's previous message costs the receiver K us more (its ACK alone);\n"
+    "                 --nic-receiver-copies: one also takes its receiver its bytes at its rate (the kernel's copy);\n"
     "                 --cores: all ranks share C cores, as on one machine: fewer than ranks, they take\n"
     "                 turns, a rank that waits over S us yields to the next, each turn costing H;\n"
     "                 the table's last column: core switches per op; --starts: each row the mean of K\n"
@@ -75,6 +76,7 @@ bool parseArgs(int argc, char** argv, Args* a, std::string* error) {
     if (flag == "--check") { a->check = true; continue; }
     if (flag == "--nodata") { a->nodata = true; continue; }
     if (flag == "--receiver-reads") { a->receiverReads = true; continue; }
+    if (flag == "--nic-receiver-copies") { a->nicReceiverCopies = true; continue; }
     if (i + 1 >= argc) { *error = "option " + flag + " needs a value"; return false; }
     const std::string v = argv[++i];
     bool ok = true;
@@ -165,6 +167,7 @@ int run(int argc, char** argv) {
   topo.nicBufferBytes = static_cast<size_t>(a.nicBufferBytes);
   topo.nicSegmentBytes = static_cast<size_t>(a.nicSegmentBytes);
   topo.receiverReads = a.receiverReads;
+  topo.nicReceiverCopies = a.nicReceiverCopies;
   std::vector<size_t> sizes;
   const size_t unit = dataTypeSize(a.dtype) * (traits(a.coll).perRankBlocks ? static_cast<size_t>(a.ranks) : 1);
   for (double b = static_cast<double>(a.minBytes); b <= static_cast<double>(a.maxBytes); b *= a.factor) {

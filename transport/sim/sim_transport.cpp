@@ -200,7 +200,7 @@ double SimNetwork::transfer(int from, int to, size_t bytes, double departUs) {
     const double busy = b / (intraGBps() * 1e3);  // GB/s = 1e3 bytes per us
     return reserve(egress_[f], ingress_[t], departUs, busy, from) + topo_.intraAlphaUs + busy;
   }
-  double gbps = bytes <= topo_.nicBufferBytes && topo_.nicBufferedGBps > 0 ? topo_.nicBufferedGBps : topo_.nicGBps;
+  double gbps = nicGBps(bytes);
   double alpha = topo_.nicAlphaUs;
   if (topo_.nicSegmentBytes > 0 && bytes > topo_.nicSegmentBytes) alpha += topo_.nicSegmentedUs;
   if (topo_.fabric == Topology::Fabric::FatTree) {
@@ -384,8 +384,10 @@ bool SimTransport::tryRecv(int peer, RecvChunk* chunk) {
   // has arrived, on its core.
   resumeAt(s.sentUs);
   clockUs_ = std::max(clockUs_, s.arrivalUs);
-  if (net_.topo_.receiverReads && net_.topo_.hostOf(peer) == net_.topo_.hostOf(rank_))
-    spend(static_cast<double>(s.bytes) / (net_.intraGBps() * 1e3));
+  const Topology& t = net_.topo_;
+  const bool local = t.hostOf(peer) == t.hostOf(rank_);
+  if (local ? t.receiverReads : t.nicReceiverCopies)
+    spend(static_cast<double>(s.bytes) / ((local ? net_.intraGBps() : net_.nicGBps(s.bytes)) * 1e3));
   chunk->data = net_.data_ ? s.payload.data() : net_.shared_.data();
   chunk->bytes = s.bytes;
   return true;

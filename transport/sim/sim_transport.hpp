@@ -73,6 +73,10 @@ struct Topology {
   // to the sender since the pair's previous message: on tcp, its ACK then goes as a packet of its own
   // (one-way traffic, as a ring's of more than 2 ranks), else it rides on the reply.
   double nicAckUs = 0;
+  // A message between hosts also takes its receiver its bytes at the message's rate, on its core, once
+  // it has arrived: on a software network (tcp) the kernel copies it out of the socket buffer there as
+  // it copied it in on the sender's.
+  bool nicReceiverCopies = false;
   // Within a host, a chunk moves as its receiver reads it (CPUs sharing memory): the link's time is the
   // receiver's own, after the commit and the link's latency, not a pipe of its own beside the ranks.
   bool receiverReads = false;
@@ -148,6 +152,10 @@ class SimNetwork {
   const SimPair* findPair(int from, int to) const;  // null if it was never used
   // The transfer of `bytes` from `from` to `to` leaving at `departUs`: its arrival.
   double transfer(int from, int to, size_t bytes, double departUs);
+  // A message's rate between hosts by its size (a socket buffer's or the NIC's), before a fabric's share.
+  double nicGBps(size_t bytes) const {
+    return bytes <= topo_.nicBufferBytes && topo_.nicBufferedGBps > 0 ? topo_.nicBufferedGBps : topo_.nicGBps;
+  }
 
   Topology topo_;
   Scheduler& scheduler_;
