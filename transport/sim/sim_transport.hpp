@@ -19,7 +19,8 @@
 // of their clocks, so that these decisions see every earlier event. A rank waits (and may yield) until
 // a chunk is committed, then reads it on its core till it arrives. Ops of at most Topology::cacheBytes
 // move within a host at cachedGBps (a CPU's private cache); past Topology::llcBytes, in part at
-// dramGBps. A message between hosts that its receiver does not answer costs it an ACK (nicAckUs).
+// dramGBps. A message between hosts that its receiver does not answer costs it an ACK (nicAckUs); one
+// may also take its receiver its bytes (nicReceiverCopies: a kernel's socket copies it at both ends).
 // Simplifications: a fat tree divides every flow between hosts by its oversubscription (as under
 // full load); a cross-rail hop adds its time but reserves no link. A rank that waits blocks its task
 // until a commit or release towards it; slots exist per pair once used (a ring's rank touches 2 of N).
