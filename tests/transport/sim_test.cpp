@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "tools/sim/driver.hpp"
+#include "transport/sim/scheduler.hpp"
+#include "transport/sim/sim_transport.hpp"
 
 namespace zcoll::sim {
 namespace {
@@ -263,6 +265,19 @@ TEST(Sim, ReceiversOfAMessageBetweenHostsCopyItOut) {
     topo.nicReceiverCopies = copies;
     const double expected = copies ? 1310.72 : 1048.576;
     EXPECT_NEAR(runChecked(Collective::Broadcast, "ring", topo, 1 << 20).us, expected, 1e-5 * expected) << copies;
+  }
+}
+
+// Topology::receiverReads stands for shared memory: a pairwise exchange within a host sends one chunk
+// ahead of the one it awaits there, as the shm transport's does, and all slots between hosts.
+TEST(Sim, ReceiversThatReadExchangeOneChunkAhead) {
+  Scheduler scheduler;
+  for (bool reads : {false, true}) {
+    Topology topo = topology("hosts:2", 4);
+    topo.receiverReads = reads;
+    SimNetwork net(topo, scheduler, 256 << 10, 4, false);
+    EXPECT_EQ(net.rank(0).exchangeWindow(1), reads ? 1 : 4);
+    EXPECT_EQ(net.rank(0).exchangeWindow(2), 4);
   }
 }
 

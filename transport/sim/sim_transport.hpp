@@ -79,7 +79,8 @@ struct Topology {
   // it copied it in on the sender's.
   bool nicReceiverCopies = false;
   // Within a host, a chunk moves as its receiver reads it (CPUs sharing memory): the link's time is the
-  // receiver's own, after the commit and the link's latency, not a pipe of its own beside the ranks.
+  // receiver's own, after the commit and the link's latency, not a pipe of its own beside the ranks; and
+  // a pairwise exchange there sends one chunk ahead of the one it awaits (shm's exchange window).
   bool receiverReads = false;
   // Ranks taking turns: 0 starts them in rank order on each core, another value in a pseudo-random one
   // of its own (an OS's state at a run's start).
@@ -231,6 +232,12 @@ class SimTransport final : public Transport {
   std::string_view name() const override { return "sim"; }
   size_t chunkCapacity() const override { return net_.chunkBytes_; }
   int slotsPerPeer() const override { return net_.slots_; }
+  // A pairwise exchange within a host whose receivers read the chunks sends one ahead of the one it
+  // awaits, as the shm transport's does; elsewhere all slots.
+  int exchangeWindow(int peer) const override {
+    const Topology& t = net_.topo_;
+    return t.receiverReads && t.hostOf(peer) == t.hostOf(rank_) ? 1 : net_.slots_;
+  }
   bool tryAcquireSend(int peer, SendSlot* slot) override;
   void commitSend(int peer, size_t bytes) override;
   bool tryRecv(int peer, RecvChunk* chunk) override;
