@@ -97,10 +97,7 @@ SimNetwork::SimNetwork(const Topology& topo, Scheduler& scheduler, size_t chunkB
 SimNetwork::~SimNetwork() = default;
 
 SimPair& SimNetwork::pair(int from, int to) {
-  const uint64_t key = (static_cast<uint64_t>(from) << 32) | static_cast<uint32_t>(to);
-  std::unique_ptr<SimPair>& p = flat_.empty() ? pairs_[key]
-                                              : flat_[static_cast<size_t>(from) * static_cast<size_t>(topo_.ranks) +
-                                                      static_cast<size_t>(to)];
+  std::unique_ptr<SimPair>& p = flat_.empty() ? pairs_[pairKey(from, to)] : flat_[flatIndex(from, to)];
   if (!p) {
     p = std::make_unique<SimPair>();
     p->slots.resize(static_cast<size_t>(slots_));
@@ -109,9 +106,8 @@ SimPair& SimNetwork::pair(int from, int to) {
 }
 
 const SimPair* SimNetwork::findPair(int from, int to) const {
-  if (!flat_.empty())
-    return flat_[static_cast<size_t>(from) * static_cast<size_t>(topo_.ranks) + static_cast<size_t>(to)].get();
-  auto it = pairs_.find((static_cast<uint64_t>(from) << 32) | static_cast<uint32_t>(to));
+  if (!flat_.empty()) return flat_[flatIndex(from, to)].get();
+  auto it = pairs_.find(pairKey(from, to));
   return it == pairs_.end() ? nullptr : it->second.get();
 }
 

@@ -152,6 +152,11 @@ class SimNetwork {
   friend class SimTransport;
   SimPair& pair(int from, int to);
   const SimPair* findPair(int from, int to) const;  // null if it was never used
+  // Where pair (from, to) is kept: flat_'s index, or pairs_'s key.
+  size_t flatIndex(int from, int to) const {
+    return static_cast<size_t>(from) * static_cast<size_t>(topo_.ranks) + static_cast<size_t>(to);
+  }
+  static uint64_t pairKey(int from, int to) { return (static_cast<uint64_t>(from) << 32) | static_cast<uint32_t>(to); }
   // The transfer of `bytes` from `from` to `to` leaving at `departUs`: its arrival.
   double transfer(int from, int to, size_t bytes, double departUs);
   // A message's rate between hosts by its size (a socket buffer's or the NIC's), before a fabric's share.
