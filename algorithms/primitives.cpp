@@ -28,7 +28,14 @@ Primitives::Primitives(const OpArgs& op, AlgoContext& ctx, std::string_view algo
       dev_(ctx.device),
       slotsOnHost_(ctx.transport->slotMemory() == MemKind::Host),
       stream_(ctx.streamStores && ctx.device == nullptr),
-      sizesOnly_(ctx.sizesOnly) {}
+      sizesOnly_(ctx.sizesOnly),
+      modelsMemory_(ctx.transport->modelsUserMemory() && ctx.device == nullptr) {}
+
+void Primitives::touchMemory(const void* src, void* dst, size_t n, bool stream) const {
+  const size_t bytes = n * elemSize_;
+  if (src) ctx_.transport->touchUserMemory(src, bytes, false, false);
+  if (dst) ctx_.transport->touchUserMemory(dst, bytes, true, stream);
+}
 
 const char* Primitives::stepKind() const {
   if (stepRecv_ && stepSend_) return stepReduce_ ? (stepStore_ ? "recvReduceCopySend" : "recvReduceSend") : "recvCopySend";
@@ -98,6 +105,7 @@ Status Primitives::step(int recvPeer, int sendPeer, const void* local, void* dst
   }
 
   bool committed = false;
+  if (modelsMemory_) touchMemory(local, dst, n, stream);
   if (sizesOnly_) {
     // nothing to move: the transport prices the chunk's bytes
   } else if (dev_) {

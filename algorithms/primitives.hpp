@@ -58,7 +58,9 @@ class Primitives {
   // Local work, no transport: dst = src; and the Avg division of a final result. On device memory
   // they are queued on the device stream (in order with the steps).
   void copy(void* dst, const void* src, size_t n) const {
-    if (dst == src || !n || sizesOnly_) return;
+    if (dst == src || !n) return;
+    if (modelsMemory_) touchMemory(src, dst, n, false);
+    if (sizesOnly_) return;
     if (dev_) deviceCopy(dst, src, n * elemSize_);
     else copyBytes(dst, src, n * elemSize_);
   }
@@ -95,6 +97,8 @@ class Primitives {
   void deviceCopy(void* dst, const void* src, size_t bytes) const;
   void deviceDivide(void* data, size_t n) const;
   const char* stepKind() const;
+  // What a step reads (src) and writes (dst) of the caller's memory, told to a transport that models it.
+  void touchMemory(const void* src, void* dst, size_t n, bool stream) const;
 
   // The step in progress, for failure messages only: a counter and a few stores per chunk.
   int64_t steps_ = 0;
@@ -113,6 +117,7 @@ class Primitives {
   bool slotsOnHost_;     // the transport's slots are host memory (copies between them need no device)
   bool stream_;          // AlgoContext::streamStores, host operations only
   bool sizesOnly_;       // AlgoContext::sizesOnly
+  bool modelsMemory_;    // Transport::modelsUserMemory (zcoll-sim)
 };
 
 // The Status of a wait that did not end in Ready; `where` names the op, the algorithm, the step and

@@ -166,6 +166,12 @@ class Transport {
   // Calls fn on every memory range that holds slots (send and receive), so that a device runtime can
   // register them and device work reads and writes slots in place.
   virtual void forEachSlotRegion(const std::function<void(void* base, size_t bytes)>& fn) { (void)fn; }
+  // A transport that models the cost of memory (zcoll-sim) hears which bytes of the caller's buffers
+  // each step reads and writes (Primitives asks once per op); stream: a non-temporal store.
+  virtual bool modelsUserMemory() const { return false; }
+  virtual void touchUserMemory(const void* p, size_t bytes, bool write, bool stream) {
+    (void)p, (void)bytes, (void)write, (void)stream;
+  }
 };
 
 }  // namespace zcoll

@@ -10,8 +10,10 @@
 
 #include <fmt/format.h>
 
+#include "algorithms/cost_model.hpp"
 #include "algorithms/registry.hpp"
 #include "algorithms/scratch.hpp"
+#include "core/config.hpp"
 #include "tests/common/typed.hpp"
 #include "transport/wait.hpp"
 
@@ -157,7 +159,18 @@ bool sweep(const Options& a, const Topology& topo, const std::vector<size_t>& si
   size_t k = 0;
   // --nodata: one buffer pair for all ranks, never touched (sizesOnly), so it costs no memory
   std::unique_ptr<unsigned char[]> sharedSend, sharedRecv;
+  bool timing = false;  // the ops since the last barrier were timed ones (else: a size's warm-up)
+  auto restart = [&] {
+    startUs = net.alignClocks();
+    messages = net.messages();
+    switches = net.switches();
+    timing = true;
+  };
   auto between = [&] {  // with every rank stopped: the last op's row, the next op's case
+    if (!timing && k > 0 && k <= sizes.size()) {  // warmed up: the timed ops next
+      restart();
+      return;
+    }
     if (k > 0) {
       const size_t bytes = sizes[k - 1];
       rows->push_back({bytes, current.count, (net.latestClock() - startUs) / a.iters, wrongTotal,
@@ -172,10 +185,9 @@ bool sweep(const Options& a, const Topology& topo, const std::vector<size_t>& si
         sharedSend = std::make_unique_for_overwrite<unsigned char[]>(current.sendElems * es + 64);
         sharedRecv = std::make_unique_for_overwrite<unsigned char[]>(current.recvElems * es + 64);
       }
-      net.setOpBytes(sizes[k], (current.sendElems + current.recvElems) * es);
-      startUs = net.alignClocks();
-      messages = net.messages();
-      switches = net.switches();
+      net.setOpBytes(sizes[k]);
+      restart();
+      timing = a.warmup == 0;
     }
     ++k;
   };
@@ -187,7 +199,11 @@ bool sweep(const Options& a, const Topology& topo, const std::vector<size_t>& si
     sync.arriveAndWait();  // the first case
     uint64_t seq = 0;
     for (size_t i = 0; i < sizes.size(); ++i) {
-      for (int it = 0; it < a.iters; ++it) {
+      for (int it = 0; it < a.warmup + a.iters; ++it) {
+        if (it == a.warmup && a.warmup > 0) {  // the timed ops start together, from one clock
+          transport.opEnded();
+          sync.arriveAndWait();
+        }
         void* s = nullptr;
         void* r = nullptr;
         if (a.nodata) {
@@ -212,6 +228,9 @@ bool sweep(const Options& a, const Topology& topo, const std::vector<size_t>& si
           ctx.rank = rank, ctx.nranks = a.ranks, ctx.transport = &transport, ctx.waiter = &waiter;
           ctx.chunkBytes = static_cast<size_t>(a.chunk), ctx.scratch = &scratch, ctx.hosts = &hosts;
           ctx.sizesOnly = a.nodata;
+          // As a communicator's host op does (ZCOLL_STREAM_STORES's default): results around the cache.
+          ctx.streamStores = traits(a.coll).streamsResults &&
+                             opBytes(a.coll, op.count, a.dtype, a.ranks) >= static_cast<size_t>(Config{}.streamBytes);
           transport.spend(topo.opOverheadUs);
           st = algorithm->run(op, ctx);
         }

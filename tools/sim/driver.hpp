@@ -22,6 +22,7 @@ struct Options {
   int64_t chunk = 256 << 10;  // ZCOLL_CHUNK_SIZE's default
   int slots = 4;
   int iters = 1;  // ops per size, back to back as in zcoll-bench's timed loop (a row: their mean)
+  int warmup = 0;  // ops per size before them, untimed (zcoll-bench -w): caches and turns settle
 };
 
 // One size of a sweep: simulated time per op (us, from the first rank's start to the last rank's end,

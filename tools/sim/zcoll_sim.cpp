@@ -42,18 +42,20 @@ struct Args : Options {
 const char* kUsage =
     "usage: zcoll-sim COLL -n RANKS [--topo 1host|hosts:G|fattree:G:RATIO] [-b MIN] [-e MAX] [-f FACTOR]\n"
     "                 [-a ALGO[,ALGO...]|all] [--check] [--nodata] [-d TYPE] [-o OP] [--chunk BYTES]\n"
-    "                 [--slots K] [--iters N]\n"
+    "                 [--slots K] [--iters N] [--warmup W]\n"
     "                 [--alpha-us A] [--link-gbps B] [--nic-alpha-us A] [--nic-gbps B] [--copy-gbps C]\n"
     "                 [--reduce-gbps R] [--overhead-us O] [--recv-overhead-us O] [--op-overhead-us O]\n"
     "                 [--cache-bytes S --cached-gbps B] [--llc-bytes L --dram-gbps D] [--receiver-reads]\n"
     "                 [--nic-buffer-bytes M --nic-buffered-gbps B] [--nic-segment-bytes G --nic-segmented-us U]\n"
     "                 [--nic-ack-us K] [--nic-receiver-copies]\n"
     "                 [--cores C [--handoff-us H] [--spin-us S] [--starts K]]\n"
-    "                 (--iters: N ops per size back to back, each row their mean (default 1);\n"
+    "                 (--iters: N ops per size back to back, each row their mean (default 1), after W\n"
+    "                 untimed ones (default 0);\n"
     "                 the network model's figures; --op-overhead-us: a call's own cost per rank;\n"
     "                 ops of at most S bytes move within a host at B GB/s (a CPU's private cache);\n"
-    "                 an op whose buffers and slots exceed L bytes (a host's last-level cache) moves the\n"
-    "                 share that does not fit at D GB/s; --receiver-reads: a chunk moves within a host\n"
+    "                 a host's last-level cache of L bytes holds its slots and the ranks' buffers, and\n"
+    "                 what it does not hold moves over the host's memory at D GB/s beside the compute;\n"
+    "                 --receiver-reads: a chunk moves within a host\n"
     "                 as its receiver reads it, on its own time (CPUs sharing memory); messages between\n"
     "                 hosts of at most M bytes move at B GB/s (they fit a socket buffer), those of more\n"
     "                 than G take U us more (tcp segments); one whose receiver sent nothing back since the\n"
@@ -91,6 +93,7 @@ bool parseArgs(int argc, char** argv, Args* a, std::string* error) {
     else if (flag == "--chunk") ok = parseByteSize(v, &a->chunk) && a->chunk >= 64;
     else if (flag == "--slots") ok = (a->slots = std::atoi(v.c_str())) >= 2;
     else if (flag == "--iters") ok = (a->iters = std::atoi(v.c_str())) >= 1;
+    else if (flag == "--warmup") ok = (a->warmup = std::atoi(v.c_str())) >= 0;
     else if (flag == "--cores") ok = (a->cores = std::atoi(v.c_str())) >= 1;
     else if (flag == "--starts") ok = (a->starts = std::atoi(v.c_str())) >= 1;
     else if (flag == "--cache-bytes") ok = parseByteSize(v, &a->cacheBytes);

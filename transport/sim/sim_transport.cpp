@@ -82,6 +82,10 @@ SimNetwork::SimNetwork(const Topology& topo, Scheduler& scheduler, size_t chunkB
   cores_.resize(static_cast<size_t>(std::max(0, topo.cores)));
   turns_ = topo.cores > 0 && topo.cores < topo.ranks;
   if (turns_) cpus_.resize(static_cast<size_t>(topo.cores));
+  if (topo.llcBytes > 0 && topo.dramGBps > 0) {
+    caches_.assign(static_cast<size_t>(topo.perHost > 0 ? topo.ranks / topo.perHost : 1), SimCache(topo.llcBytes));
+    drams_.resize(caches_.size());
+  }
   scheduler.setTimed(turns_);
   if (topo.ranks <= kFlatRanks) flat_.resize(n * n);
   for (int r = 0; r < topo.ranks; ++r) ranks_.push_back(std::make_unique<SimTransport>(*this, r));
@@ -209,15 +213,6 @@ double SimNetwork::transfer(int from, int to, size_t bytes, double departUs) {
   return reserve(nicOut_[f], nicIn_[t], departUs, busy, from) + alpha + busy;
 }
 
-double SimNetwork::intraGBps() const {
-  if (cached_) return topo_.cachedGBps;
-  const double footprint = static_cast<double>(buffers_ + slotBytes_);
-  if (topo_.llcBytes == 0 || topo_.dramGBps <= 0 || footprint <= static_cast<double>(topo_.llcBytes))
-    return topo_.intraGBps;
-  const double held = static_cast<double>(topo_.llcBytes) / footprint;
-  return 1.0 / (held / topo_.intraGBps + (1 - held) / topo_.dramGBps);
-}
-
 double SimNetwork::latestClock() const {
   double t = 0;
   for (const auto& r : ranks_) t = std::max(t, r->clockUs());
@@ -233,7 +228,7 @@ double SimNetwork::alignClocks() {
     r->ranUs_ = -1;  // runUs_ stays: an OS's scheduler keeps it from size to size
     scheduler_.setKey(r->rank_, t);
   }
-  for (auto* links : {&egress_, &ingress_, &nicOut_, &nicIn_, &cores_})
+  for (auto* links : {&egress_, &ingress_, &nicOut_, &nicIn_, &cores_, &drams_})
     for (Link& l : *links) l.busy.clear();
   for (Cpu& c : cpus_) c = Cpu{};
   floorUs_ = t;
@@ -354,9 +349,8 @@ void SimTransport::commitSend(int peer, size_t bytes) {
   const uint64_t next = p.committed;
   SimSlot& s = p.slots[next % p.slots.size()];
   const Topology& t = net_.topo_;
+  touchSlot(peer, s, bytes, SimCache::Access::Write);
   spend(t.sendOverheadUs + static_cast<double>(bytes) / (t.copyGBps * 1e3));
-  net_.slotBytes_ += bytes;
-  net_.slotBytes_ -= s.bytes;
   s.bytes = bytes;
   if (net_.data_) {
     const size_t before = s.payload.capacity();
@@ -382,6 +376,7 @@ bool SimTransport::tryRecv(int peer, RecvChunk* chunk) {
   clockUs_ = std::max(clockUs_, s.arrivalUs);
   const Topology& t = net_.topo_;
   const bool local = t.hostOf(peer) == t.hostOf(rank_);
+  touchSlot(peer, s, s.bytes, SimCache::Access::Read);  // within a host: its receiver reads it from there
   if (local ? t.receiverReads : t.nicReceiverCopies)
     spend(static_cast<double>(s.bytes) / ((local ? net_.intraGBps() : net_.nicGBps(s.bytes)) * 1e3));
   chunk->data = net_.data_ ? s.payload.data() : net_.shared_.data();
@@ -410,6 +405,27 @@ void SimTransport::releaseRecv(int peer) {
   }
   p.released = next + 1;
   net_.rank(peer).ring(clockUs_);
+}
+
+void SimTransport::touchUserMemory(const void* p, size_t bytes, bool write, bool stream) {
+  using A = SimCache::Access;
+  // Each rank's buffers are a space of their own (--nodata gives all ranks the same addresses); the
+  // slots' spaces are even.
+  missed(net_.cacheOf(rank_).touch(2 * static_cast<uint64_t>(rank_) + 1, reinterpret_cast<uintptr_t>(p), bytes,
+                                   stream ? A::Stream : write ? A::Write : A::Read));
+}
+
+void SimTransport::touchSlot(int peer, const SimSlot& s, size_t bytes, SimCache::Access access) {
+  if (net_.caches_.empty() || net_.topo_.hostOf(peer) != net_.topo_.hostOf(rank_)) return;
+  missed(net_.cacheOf(rank_).touch(static_cast<uint64_t>(reinterpret_cast<uintptr_t>(&s)) << 1, 0, bytes, access));
+}
+
+void SimTransport::missed(size_t bytes) {
+  if (!bytes) return;
+  SimNetwork::Link& dram = net_.drams_[static_cast<size_t>(net_.topo_.hostOf(rank_))];
+  const double us = net_.missUs(bytes), start = dram.firstFree(clockUs_, us);
+  dram.take(start, start + us, net_.floorUs_);
+  memoryUntilUs_ = std::max(memoryUntilUs_, start + us);
 }
 
 void SimTransport::at(double t) {

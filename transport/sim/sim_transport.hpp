@@ -18,9 +18,10 @@
 // (at once if it is free), one that cannot yields again. The scheduler then runs the tasks in the order
 // of their clocks, so that these decisions see every earlier event. A rank waits (and may yield) until
 // a chunk is committed, then reads it on its core till it arrives. Ops of at most Topology::cacheBytes
-// move within a host at cachedGBps (a CPU's private cache); past Topology::llcBytes, in part at
-// dramGBps. A message between hosts that its receiver does not answer costs it an ACK (nicAckUs); one
-// may also take its receiver its bytes (nicReceiverCopies: a kernel's socket copies it at both ends).
+// move within a host at cachedGBps (a CPU's private cache); what a host's last-level cache does not
+// hold (Topology::llcBytes) also moves over its memory (dramGBps). A message between hosts that its
+// receiver does not answer costs it an ACK (nicAckUs); one may also take its receiver its bytes
+// (nicReceiverCopies: a kernel's socket copies it at both ends).
 // Simplifications: a fat tree divides every flow between hosts by its oversubscription (as under
 // full load); a cross-rail hop adds its time but reserves no link. A rank that waits blocks its task
 // until a commit or release towards it; slots exist per pair once used (a ring's rank touches 2 of N).
@@ -33,6 +34,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "transport/sim/cache.hpp"
 #include "transport/sim/scheduler.hpp"
 #include "transport/transport.hpp"
 
@@ -56,10 +58,11 @@ struct Topology {
   // host their chunks are still in the writer's private cache when read, at another rate than later.
   size_t cacheBytes = 0;
   double cachedGBps = 0;
-  // A host's last-level cache, shared by its ranks (0: no limit). An op whose footprint (every rank's
-  // buffers, and every pair's slots as their last chunks filled them) exceeds it moves within a host
-  // a share llcBytes / footprint of its bytes at intraGBps and the rest at dramGBps (a cache that keeps
-  // a random part of what does not fit).
+  // A host's last-level cache, shared by its ranks (0: none modelled): the slots within a host and the
+  // caller's buffers (as Primitives reports them) go through it (cache.hpp), and what a rank reads or
+  // writes that it does not hold also moves over the host's memory, one link at dramGBps that its
+  // ranks share, beside the rank's compute (the rates above are those of memory in cache): a step
+  // ends when both have.
   size_t llcBytes = 0;
   double dramGBps = 0;
   // Messages between hosts of at most nicBufferBytes (0: none) move at nicBufferedGBps: on a software
@@ -134,13 +137,9 @@ class SimNetwork {
   int size() const { return topo_.ranks; }
   // Whether a received chunk costs the reduction rate (the running op reduces) or the copy rate.
   void setReducing(bool reducing) { reducing_ = reducing; }
-  // The running op's size (zcoll-bench's size column) and each rank's buffers for it: up to
-  // Topology::cacheBytes, a host's links move at cachedGBps; beyond, at a rate that follows the
-  // footprint (Topology::llcBytes).
-  void setOpBytes(size_t bytes, size_t bufferBytesPerRank) {
-    cached_ = bytes <= topo_.cacheBytes && topo_.cachedGBps > 0;
-    buffers_ = bufferBytesPerRank * static_cast<size_t>(topo_.ranks);
-  }
+  // The running op's size (zcoll-bench's size column): up to Topology::cacheBytes, a host's links move
+  // at cachedGBps.
+  void setOpBytes(size_t bytes) { cached_ = bytes <= topo_.cacheBytes && topo_.cachedGBps > 0; }
   // All clocks to the latest of them (between ops, with every rank stopped): returns it.
   double alignClocks();
   double latestClock() const;
@@ -170,12 +169,13 @@ class SimNetwork {
   int slots_;
   bool data_;
   bool reducing_ = false;
-  // A host's link rate for the running op (setOpBytes) and what it depends on: every rank's buffers,
-  // the bytes every slot holds (its last chunk's).
-  double intraGBps() const;
+  // A host's link rate for the running op (setOpBytes).
+  double intraGBps() const { return cached_ ? topo_.cachedGBps : topo_.intraGBps; }
   bool cached_ = false;
-  size_t buffers_ = 0;
-  size_t slotBytes_ = 0;
+  // Topology::llcBytes: each host's cache, and what `bytes` missed there cost.
+  std::vector<SimCache> caches_;
+  SimCache& cacheOf(int rank) { return caches_[static_cast<size_t>(topo_.hostOf(rank))]; }
+  double missUs(size_t bytes) const { return bytes ? static_cast<double>(bytes) / (topo_.dramGBps * 1e3) : 0; }
   std::vector<char> shared_;  // the one buffer of every slot without data
   // Slots keep their chunk's memory for the next one (no allocation per chunk) while all of it stays
   // under this; beyond it a released slot gives its memory back (N^2 pairs of a direct algorithm).
@@ -203,6 +203,7 @@ class SimNetwork {
   Link* coreFor(int rank, double t, double duration);
   std::vector<Link> egress_, ingress_, nicOut_, nicIn_;  // per rank
   std::vector<Link> cores_;  // Topology::cores of them: what each is busy with (compute, transfers)
+  std::vector<Link> drams_;  // per host with a cache modelled: its memory's transfers of what missed
   uint64_t messages_ = 0;
   // The earliest clock of all ranks, refreshed once per `ranks` messages (a scan of every clock).
   double floorUs_ = 0;
@@ -251,13 +252,16 @@ class SimTransport final : public Transport {
   void cancelSleep() override {}
   void sleep(uint32_t token, int64_t maxNs) override;
   void wake() override { ring(); }
+  bool modelsUserMemory() const override { return !net_.caches_.empty(); }
+  void touchUserMemory(const void* p, size_t bytes, bool write, bool stream) override;
 
   double clockUs() const { return clockUs_; }
   void setClockUs(double t) { clockUs_ = t; }
-  // Software work of `us` on this rank (on its core; with ranks taking turns, once it holds it).
+  // Software work of `us` on this rank (on its core; with ranks taking turns, once it holds it), which
+  // ends no sooner than the memory transfers of the bytes it missed (missed()).
   void spend(double us) {
     if (away_ && net_.turns_) net_.takeCore(*this);
-    clockUs_ = net_.compute(rank_, clockUs_, us);
+    clockUs_ = std::max(net_.compute(rank_, clockUs_, us), memoryUntilUs_);
   }
   // The rank's ops of a size ended (it meets the others): with ranks taking turns, its core is free.
   void opEnded();
@@ -293,6 +297,12 @@ class SimTransport final : public Transport {
   int acquired_ = -1;
   std::vector<SimPair*> outFlat_, inFlat_;      // by peer, up to SimNetwork::kFlatRanks ranks
   std::unordered_map<int, SimPair*> out_, in_;  // by peer, above
+  // Bytes this rank's step touched that its host's cache did not hold: they move over the host's
+  // memory from its clock on, beside its compute (a prefetched stream), and the step ends after both.
+  void missed(size_t bytes);
+  // Slot s of the pair with `peer` read or written through the host's cache (within a host).
+  void touchSlot(int peer, const SimSlot& s, size_t bytes, SimCache::Access access);
+  double memoryUntilUs_ = 0;
   int lastOut_ = -1, lastIn_ = -1;                // the last peer of each map's lookups (it repeats)
   SimPair *lastOutPair_ = nullptr, *lastInPair_ = nullptr;
 };
