@@ -251,6 +251,22 @@ TEST(Sim, MessagesThatFitTheSocketBufferMoveAtItsRate) {
   }
 }
 
+// A message to a rank on its sender's core (ranks taking turns) moves past Topology::nicWindowBytes at the
+// NIC's rate: its receiver cannot drain the socket meanwhile. A 2-rank broadcast of 256 KiB (one chunk)
+// over NICs of 1 GB/s, buffered at 2: on 2 cores 131.072 us; on 1, 128 KiB at 2 and 128 KiB at 1,
+// 196.608 (turns that cost nothing).
+TEST(Sim, MessagesToARankOnTheSendersCoreMovePastTheWindowAtTheNicRate) {
+  Topology topo = twoRanksAtOneGBps("hosts:1");
+  topo.nicBufferedGBps = 2;
+  topo.nicBufferBytes = size_t{1} << 20;
+  topo.nicWindowBytes = size_t{128} << 10;
+  for (int cores : {2, 1}) {
+    topo.cores = cores;
+    const double expected = cores == 2 ? 131.072 : 196.608;
+    EXPECT_NEAR(runChecked(Collective::Broadcast, "ring", topo, 256 << 10).us, expected, 1e-3) << cores;
+  }
+}
+
 // Messages between hosts of more than Topology::nicSegmentBytes take nicSegmentedUs more: a 2-rank ring
 // of 64 B over NICs of 1 us latency sends 2 messages per rank, 2 us; of 64 KiB at 1e6 GB/s, 2 us plus 2
 // of 3 us each, 8.

@@ -29,7 +29,7 @@ struct Args : Options {
   // The model's figures (Topology's defaults when < 0), e.g. fitted to this machine by tools/sim-validate.
   double alphaUs = -1, linkGBps = -1, nicAlphaUs = -1, nicGBps = -1, copyGBps = -1, reduceGBps = -1, overheadUs = -1;
   double recvOverheadUs = -1, opOverheadUs = -1, handoffUs = -1, spinUs = -1, cachedGBps = -1, dramGBps = -1;
-  int64_t cacheBytes = 0, llcBytes = 0, nicBufferBytes = 0, nicSegmentBytes = 0;
+  int64_t cacheBytes = 0, llcBytes = 0, nicBufferBytes = 0, nicSegmentBytes = 0, nicWindowBytes = 0;
   double nicBufferedGBps = -1, nicSegmentedUs = -1, nicAckUs = -1;
   int cores = 0;  // 0: a core per rank
   int starts = 1;
@@ -46,7 +46,8 @@ const char* kUsage =
     "                 [--alpha-us A] [--link-gbps B] [--nic-alpha-us A] [--nic-gbps B] [--copy-gbps C]\n"
     "                 [--reduce-gbps R] [--overhead-us O] [--recv-overhead-us O] [--op-overhead-us O]\n"
     "                 [--cache-bytes S --cached-gbps B] [--llc-bytes L --dram-gbps D] [--receiver-reads]\n"
-    "                 [--nic-buffer-bytes M --nic-buffered-gbps B] [--nic-segment-bytes G --nic-segmented-us U]\n"
+    "                 [--nic-buffer-bytes M --nic-buffered-gbps B [--nic-window-bytes W]]\n"
+    "                 [--nic-segment-bytes G --nic-segmented-us U]\n"
     "                 [--nic-ack-us K] [--nic-receiver-copies]\n"
     "                 [--cores C [--handoff-us H] [--spin-us S] [--starts K]]\n"
     "                 (--iters: N ops per size back to back, each row their mean (default 1), after W\n"
@@ -57,7 +58,8 @@ const char* kUsage =
     "                 what it does not hold moves over the host's memory at D GB/s beside the compute;\n"
     "                 --receiver-reads: a chunk moves within a host\n"
     "                 as its receiver reads it, on its own time (CPUs sharing memory); messages between\n"
-    "                 hosts of at most M bytes move at B GB/s (they fit a socket buffer), those of more\n"
+    "                 hosts of at most M bytes move at B GB/s (they fit a socket buffer; to a rank on the\n"
+    "                 sender's core only their first W bytes, with ranks taking turns), those of more\n"
     "                 than G take U us more (tcp segments); one whose receiver sent nothing back since the\n"
     "                 pair's previous message costs the receiver K us more (its ACK alone);\n"
     "                 --nic-receiver-copies: one also takes its receiver its bytes at its rate (the kernel's copy);\n"
@@ -99,6 +101,7 @@ bool parseArgs(int argc, char** argv, Args* a, std::string* error) {
     else if (flag == "--cache-bytes") ok = parseByteSize(v, &a->cacheBytes);
     else if (flag == "--llc-bytes") ok = parseByteSize(v, &a->llcBytes);
     else if (flag == "--nic-buffer-bytes") ok = parseByteSize(v, &a->nicBufferBytes);
+    else if (flag == "--nic-window-bytes") ok = parseByteSize(v, &a->nicWindowBytes);
     else if (flag == "--nic-segment-bytes") ok = parseByteSize(v, &a->nicSegmentBytes);
     else if (double* figure = flag == "--alpha-us"       ? &a->alphaUs
                               : flag == "--link-gbps"    ? &a->linkGBps
@@ -168,6 +171,7 @@ int run(int argc, char** argv) {
   topo.cacheBytes = static_cast<size_t>(a.cacheBytes);
   topo.llcBytes = static_cast<size_t>(a.llcBytes);
   topo.nicBufferBytes = static_cast<size_t>(a.nicBufferBytes);
+  topo.nicWindowBytes = static_cast<size_t>(a.nicWindowBytes);
   topo.nicSegmentBytes = static_cast<size_t>(a.nicSegmentBytes);
   topo.receiverReads = a.receiverReads;
   topo.nicReceiverCopies = a.nicReceiverCopies;

@@ -200,17 +200,25 @@ double SimNetwork::transfer(int from, int to, size_t bytes, double departUs) {
     const double busy = b / (intraGBps() * 1e3);  // GB/s = 1e3 bytes per us
     return reserve(egress_[f], ingress_[t], departUs, busy, from) + topo_.intraAlphaUs + busy;
   }
-  double gbps = nicGBps(bytes);
+  double busy = nicUs(from, to, bytes);
   double alpha = topo_.nicAlphaUs;
   if (topo_.nicSegmentBytes > 0 && bytes > topo_.nicSegmentBytes) alpha += topo_.nicSegmentedUs;
   if (topo_.fabric == Topology::Fabric::FatTree) {
-    gbps /= topo_.oversubscription;
+    busy *= topo_.oversubscription;
   } else if (from % topo_.perHost != to % topo_.perHost) {
     // Rail-optimised: another rail is reached through the host's rank on it (one more hop).
     alpha += topo_.intraAlphaUs + b / (topo_.intraGBps * 1e3);
   }
-  const double busy = b / (gbps * 1e3);
   return reserve(nicOut_[f], nicIn_[t], departUs, busy, from) + alpha + busy;
+}
+
+double SimNetwork::nicUs(int from, int to, size_t bytes) const {
+  const double buffered = topo_.nicBufferedGBps > 0 ? topo_.nicBufferedGBps * 1e3 : 0, nic = topo_.nicGBps * 1e3;
+  const size_t window = topo_.nicWindowBytes;
+  if (buffered > 0 && window > 0 && bytes > window && turns_ && from % topo_.cores == to % topo_.cores)
+    return static_cast<double>(window) / buffered + static_cast<double>(bytes - window) / nic;
+  const bool fits = buffered > 0 && bytes <= topo_.nicBufferBytes;
+  return static_cast<double>(bytes) / (fits ? buffered : nic);
 }
 
 double SimNetwork::latestClock() const {
@@ -378,7 +386,7 @@ bool SimTransport::tryRecv(int peer, RecvChunk* chunk) {
   const bool local = t.hostOf(peer) == t.hostOf(rank_);
   touchSlot(peer, s, s.bytes, SimCache::Access::Read);  // within a host: its receiver reads it from there
   if (local ? t.receiverReads : t.nicReceiverCopies)
-    spend(static_cast<double>(s.bytes) / ((local ? net_.intraGBps() : net_.nicGBps(s.bytes)) * 1e3));
+    spend(local ? static_cast<double>(s.bytes) / (net_.intraGBps() * 1e3) : net_.nicUs(peer, rank_, s.bytes));
   chunk->data = net_.data_ ? s.payload.data() : net_.shared_.data();
   chunk->bytes = s.bytes;
   return true;

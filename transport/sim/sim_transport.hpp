@@ -69,6 +69,10 @@ struct Topology {
   // network (tcp) they fit the receiver's socket buffer, larger ones wait on its window.
   size_t nicBufferBytes = 0;
   double nicBufferedGBps = 0;
+  // With ranks taking turns: a message to a rank on its sender's own core, which cannot drain the socket
+  // while the sender runs, moves only its first nicWindowBytes (0: no such limit) at nicBufferedGBps and
+  // the rest at nicGBps (on tcp, the receiver's socket buffer: net.ipv4.tcp_rmem's default).
+  size_t nicWindowBytes = 0;
   // Messages between hosts of more than nicSegmentBytes (0: none) take nicSegmentedUs more: on tcp, a
   // message of several segments wakes its receiver before all of it is there.
   size_t nicSegmentBytes = 0;
@@ -158,10 +162,9 @@ class SimNetwork {
   static uint64_t pairKey(int from, int to) { return (static_cast<uint64_t>(from) << 32) | static_cast<uint32_t>(to); }
   // The transfer of `bytes` from `from` to `to` leaving at `departUs`: its arrival.
   double transfer(int from, int to, size_t bytes, double departUs);
-  // A message's rate between hosts by its size (a socket buffer's or the NIC's), before a fabric's share.
-  double nicGBps(size_t bytes) const {
-    return bytes <= topo_.nicBufferBytes && topo_.nicBufferedGBps > 0 ? topo_.nicBufferedGBps : topo_.nicGBps;
-  }
+  // A message's time between hosts at each end by its size (at a socket buffer's rate or the NIC's, and
+  // past a window at the NIC's between ranks on one core), before a fabric's share.
+  double nicUs(int from, int to, size_t bytes) const;
 
   Topology topo_;
   Scheduler& scheduler_;
