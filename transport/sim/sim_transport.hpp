@@ -71,7 +71,7 @@ struct Topology {
   double nicBufferedGBps = 0;
   // With ranks taking turns: a message to a rank on its sender's own core, which cannot drain the socket
   // while the sender runs, moves only its first nicWindowBytes (0: no such limit) at nicBufferedGBps and
-  // the rest at nicGBps (on tcp, the receiver's socket buffer: net.ipv4.tcp_rmem's default).
+  // the rest at nicGBps (on tcp, what a sender gets into its socket before the receiver must run).
   size_t nicWindowBytes = 0;
   // Messages between hosts of more than nicSegmentBytes (0: none) take nicSegmentedUs more: on tcp, a
   // message of several segments wakes its receiver before all of it is there.
