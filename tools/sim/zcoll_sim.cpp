@@ -29,7 +29,9 @@ struct Args : Options {
   // The model's figures (Topology's defaults when < 0), e.g. fitted to this machine by tools/sim-validate.
   double alphaUs = -1, linkGBps = -1, nicAlphaUs = -1, nicGBps = -1, copyGBps = -1, reduceGBps = -1, overheadUs = -1;
   double recvOverheadUs = -1, opOverheadUs = -1, handoffUs = -1, spinUs = -1, cachedGBps = -1, dramGBps = -1;
-  int64_t cacheBytes = 0, llcBytes = 0, nicBufferBytes = 0, nicSegmentBytes = 0, nicWindowBytes = 0;
+  double privateMissGBps = -1;
+  int64_t cacheBytes = 0, llcBytes = 0, privateBytes = 0;
+  int64_t nicBufferBytes = 0, nicSegmentBytes = 0, nicWindowBytes = 0;
   double nicBufferedGBps = -1, nicSegmentedUs = -1, nicAckUs = -1;
   int cores = 0;  // 0: a core per rank
   int starts = 1;
@@ -45,7 +47,8 @@ const char* kUsage =
     "                 [--slots K] [--iters N] [--warmup W]\n"
     "                 [--alpha-us A] [--link-gbps B] [--nic-alpha-us A] [--nic-gbps B] [--copy-gbps C]\n"
     "                 [--reduce-gbps R] [--overhead-us O] [--recv-overhead-us O] [--op-overhead-us O]\n"
-    "                 [--cache-bytes S --cached-gbps B] [--llc-bytes L --dram-gbps D] [--receiver-reads]\n"
+    "                 [--cache-bytes S --cached-gbps B] [--receiver-reads]\n"
+    "                 [--llc-bytes L --dram-gbps D [--private-bytes P --private-miss-gbps M]]\n"
     "                 [--nic-buffer-bytes M --nic-buffered-gbps B [--nic-window-bytes W]]\n"
     "                 [--nic-segment-bytes G --nic-segmented-us U]\n"
     "                 [--nic-ack-us K] [--nic-receiver-copies]\n"
@@ -56,6 +59,8 @@ const char* kUsage =
     "                 ops of at most S bytes move within a host at B GB/s (a CPU's private cache);\n"
     "                 a host's last-level cache of L bytes holds its slots and the ranks' buffers, and\n"
     "                 what it does not hold moves over the host's memory at D GB/s beside the compute;\n"
+    "                 each core's own cache of P bytes holds the ranks' buffers before it, and what it\n"
+    "                 does not hold costs M GB/s more;\n"
     "                 --receiver-reads: a chunk moves within a host\n"
     "                 as its receiver reads it, on its own time (CPUs sharing memory); messages between\n"
     "                 hosts of at most M bytes move at B GB/s (they fit a socket buffer; to a rank on the\n"
@@ -100,6 +105,7 @@ bool parseArgs(int argc, char** argv, Args* a, std::string* error) {
     else if (flag == "--starts") ok = (a->starts = std::atoi(v.c_str())) >= 1;
     else if (flag == "--cache-bytes") ok = parseByteSize(v, &a->cacheBytes);
     else if (flag == "--llc-bytes") ok = parseByteSize(v, &a->llcBytes);
+    else if (flag == "--private-bytes") ok = parseByteSize(v, &a->privateBytes);
     else if (flag == "--nic-buffer-bytes") ok = parseByteSize(v, &a->nicBufferBytes);
     else if (flag == "--nic-window-bytes") ok = parseByteSize(v, &a->nicWindowBytes);
     else if (flag == "--nic-segment-bytes") ok = parseByteSize(v, &a->nicSegmentBytes);
@@ -116,6 +122,7 @@ bool parseArgs(int argc, char** argv, Args* a, std::string* error) {
                               : flag == "--spin-us" ? &a->spinUs
                               : flag == "--cached-gbps" ? &a->cachedGBps
                               : flag == "--dram-gbps" ? &a->dramGBps
+                              : flag == "--private-miss-gbps" ? &a->privateMissGBps
                               : flag == "--nic-buffered-gbps" ? &a->nicBufferedGBps
                               : flag == "--nic-segmented-us" ? &a->nicSegmentedUs
                               : flag == "--nic-ack-us" ? &a->nicAckUs
@@ -164,12 +171,14 @@ int run(int argc, char** argv) {
                                {a.opOverheadUs, &Topology::opOverheadUs},
                                {a.handoffUs, &Topology::handoffUs}, {a.spinUs, &Topology::spinUs},
                                {a.cachedGBps, &Topology::cachedGBps}, {a.dramGBps, &Topology::dramGBps},
+                               {a.privateMissGBps, &Topology::privateMissGBps},
                                {a.nicBufferedGBps, &Topology::nicBufferedGBps},
                                {a.nicSegmentedUs, &Topology::nicSegmentedUs}, {a.nicAckUs, &Topology::nicAckUs}})
     if (figure >= 0) topo.*field = figure;
   topo.cores = a.cores;
   topo.cacheBytes = static_cast<size_t>(a.cacheBytes);
   topo.llcBytes = static_cast<size_t>(a.llcBytes);
+  topo.privateBytes = static_cast<size_t>(a.privateBytes);
   topo.nicBufferBytes = static_cast<size_t>(a.nicBufferBytes);
   topo.nicWindowBytes = static_cast<size_t>(a.nicWindowBytes);
   topo.nicSegmentBytes = static_cast<size_t>(a.nicSegmentBytes);

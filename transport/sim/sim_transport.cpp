@@ -85,6 +85,8 @@ SimNetwork::SimNetwork(const Topology& topo, Scheduler& scheduler, size_t chunkB
   if (topo.llcBytes > 0 && topo.dramGBps > 0) {
     caches_.assign(static_cast<size_t>(topo.perHost > 0 ? topo.ranks / topo.perHost : 1), SimCache(topo.llcBytes));
     drams_.resize(caches_.size());
+    if (topo.privateBytes > 0 && topo.privateMissGBps > 0)
+      privates_.assign(static_cast<size_t>(topo.cores > 0 ? topo.cores : topo.ranks), SimCache(topo.privateBytes));
   }
   scheduler.setTimed(turns_);
   if (topo.ranks <= kFlatRanks) flat_.resize(n * n);
@@ -418,9 +420,16 @@ void SimTransport::releaseRecv(int peer) {
 void SimTransport::touchUserMemory(const void* p, size_t bytes, bool write, bool stream) {
   using A = SimCache::Access;
   // Each rank's buffers are a space of their own (--nodata gives all ranks the same addresses); the
-  // slots' spaces are even.
-  missed(net_.cacheOf(rank_).touch(2 * static_cast<uint64_t>(rank_) + 1, reinterpret_cast<uintptr_t>(p), bytes,
-                                   stream ? A::Stream : write ? A::Write : A::Read));
+  // slots' spaces are even. They go through the core's own cache too: what only the host's holds costs
+  // the core's reading it from there.
+  const uint64_t space = 2 * static_cast<uint64_t>(rank_) + 1;
+  const A access = stream ? A::Stream : write ? A::Write : A::Read;
+  const size_t far = net_.cacheOf(rank_).touch(space, reinterpret_cast<uintptr_t>(p), bytes, access);
+  missed(far);
+  if (SimCache* near = net_.privateOf(rank_)) {
+    const size_t m = near->touch(space, reinterpret_cast<uintptr_t>(p), bytes, access);
+    if (access != A::Stream && m > far) spend(static_cast<double>(m - far) / (net_.topo_.privateMissGBps * 1e3));
+  }
 }
 
 void SimTransport::touchSlot(int peer, const SimSlot& s, size_t bytes, SimCache::Access access) {

@@ -19,7 +19,8 @@
 // of their clocks, so that these decisions see every earlier event. A rank waits (and may yield) until
 // a chunk is committed, then reads it on its core till it arrives. Ops of at most Topology::cacheBytes
 // move within a host at cachedGBps (a CPU's private cache); what a host's last-level cache does not
-// hold (Topology::llcBytes) also moves over its memory (dramGBps). A message between hosts that its
+// hold (Topology::llcBytes) also moves over its memory (dramGBps), and what a core's own cache does not
+// hold of the caller's buffers costs its rank more (privateMissGBps). A message between hosts that its
 // receiver does not answer costs it an ACK (nicAckUs); one may also take its receiver its bytes
 // (nicReceiverCopies: a kernel's socket copies it at both ends).
 // Simplifications: a fat tree divides every flow between hosts by its oversubscription (as under
@@ -65,6 +66,12 @@ struct Topology {
   // ends when both have.
   size_t llcBytes = 0;
   double dramGBps = 0;
+  // With llcBytes: each core's own cache (0: none modelled; with cores = 0, each rank's), in front of the
+  // host's for the caller's buffers: what a rank touches of them that it does not hold but the host's
+  // cache does costs the rank those bytes at privateMissGBps more on its core. (Slots are left out: a
+  // chunk read from another core's writes is the link's rate.)
+  size_t privateBytes = 0;
+  double privateMissGBps = 0;
   // Messages between hosts of at most nicBufferBytes (0: none) move at nicBufferedGBps: on a software
   // network (tcp) they fit the receiver's socket buffer, larger ones wait on its window.
   size_t nicBufferBytes = 0;
@@ -178,6 +185,11 @@ class SimNetwork {
   // Topology::llcBytes: each host's cache, and what `bytes` missed there cost.
   std::vector<SimCache> caches_;
   SimCache& cacheOf(int rank) { return caches_[static_cast<size_t>(topo_.hostOf(rank))]; }
+  std::vector<SimCache> privates_;  // Topology::privateBytes: per core (per rank without Topology::cores)
+  SimCache* privateOf(int rank) {
+    if (privates_.empty()) return nullptr;
+    return &privates_[static_cast<size_t>(topo_.cores > 0 ? rank % topo_.cores : rank)];
+  }
   double missUs(size_t bytes) const { return bytes ? static_cast<double>(bytes) / (topo_.dramGBps * 1e3) : 0; }
   std::vector<char> shared_;  // the one buffer of every slot without data
   // Slots keep their chunk's memory for the next one (no allocation per chunk) while all of it stays
