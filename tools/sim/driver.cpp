@@ -20,13 +20,19 @@
 namespace zcoll::sim {
 namespace {
 
+// Page-aligned memory, as zcoll-bench's buffers: the cache model (--llc-bytes) sees their blocks the
+// same way in every run, wherever the allocator put them.
+using Bytes = std::unique_ptr<unsigned char, void (*)(void*)>;
+void* pageAlignedAlloc(size_t bytes) { return std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096); }
+Bytes pageAligned(size_t bytes) { return Bytes(static_cast<unsigned char*>(pageAlignedAlloc(bytes)), std::free); }
+
 // Scratch that maps lazily: a page costs memory only once an algorithm touches it (thousands of ranks).
 class LazyScratch final : public Scratch {
  public:
   ~LazyScratch() override { release(); }
 
  protected:
-  void* acquire(size_t bytes) override { return std::malloc(bytes); }
+  void* acquire(size_t bytes) override { return pageAlignedAlloc(bytes); }
   void drop(void* p, size_t) override { std::free(p); }
 };
 
@@ -157,9 +163,18 @@ bool sweep(const Options& a, const Topology& topo, const std::vector<size_t>& si
   std::string firstFailure;  // the first rank's to fail (the others' then say they were aborted)
   const Algorithm* chosen = nullptr;  // rank 0's, for the row
   size_t k = 0;
-  // --nodata: one buffer pair for all ranks, never touched (sizesOnly), so it costs no memory
-  std::unique_ptr<unsigned char[]> sharedSend, sharedRecv;
+  // Every rank's buffers for the largest size, kept from size to size as zcoll-bench's are (--nodata: one
+  // pair for all ranks, never touched: sizesOnly, so it costs no memory).
+  Options shape = a;
+  shape.check = false;
+  const Case largest = makeCase(shape, sizes.empty() ? 0 : *std::max_element(sizes.begin(), sizes.end()));
+  const size_t sendBytes = largest.sendElems * es + 64, recvBytes = largest.recvElems * es + 64;
+  Bytes sharedSend = a.nodata ? pageAligned(sendBytes) : Bytes(nullptr, std::free);
+  Bytes sharedRecv = a.nodata ? pageAligned(recvBytes) : Bytes(nullptr, std::free);
   bool timing = false;  // the ops since the last barrier were timed ones (else: a size's warm-up)
+  // The size's results go around the cache, as a communicator's host op's do (ZCOLL_STREAM_STORES's default).
+  bool streamStores = false;
+  const size_t streamBytes = static_cast<size_t>(Config{}.streamBytes);
   auto restart = [&] {
     startUs = net.alignClocks();
     messages = net.messages();
@@ -181,11 +196,8 @@ bool sweep(const Options& a, const Topology& topo, const std::vector<size_t>& si
     }
     if (k < sizes.size()) {
       current = makeCase(a, sizes[k]);
-      if (a.nodata) {
-        sharedSend = std::make_unique_for_overwrite<unsigned char[]>(current.sendElems * es + 64);
-        sharedRecv = std::make_unique_for_overwrite<unsigned char[]>(current.recvElems * es + 64);
-      }
       net.setOpBytes(sizes[k]);
+      streamStores = traits(a.coll).streamsResults && opBytes(a.coll, current.count, a.dtype, a.ranks) >= streamBytes;
       restart();
       timing = a.warmup == 0;
     }
@@ -195,7 +207,8 @@ bool sweep(const Options& a, const Topology& topo, const std::vector<size_t>& si
   auto rankMain = [&](int rank) {
     SimTransport& transport = net.rank(rank);
     LazyScratch scratch;
-    std::vector<unsigned char> send, recv;
+    Bytes send = a.nodata ? Bytes(nullptr, std::free) : pageAligned(sendBytes);
+    Bytes recv = a.nodata ? Bytes(nullptr, std::free) : pageAligned(recvBytes);
     sync.arriveAndWait();  // the first case
     uint64_t seq = 0;
     for (size_t i = 0; i < sizes.size(); ++i) {
@@ -210,11 +223,11 @@ bool sweep(const Options& a, const Topology& topo, const std::vector<size_t>& si
           s = sharedSend.get(), r = sharedRecv.get();
         } else {
           if (it == 0 || a.check) {  // a checked op's inputs afresh (an in-place op overwrote them)
-            send.assign(current.sendElems * es + 64, 0);
-            recv.assign(current.recvElems * es + 64, 0xa5);
-            if (a.check) fill(a, current, rank, send.data());
+            std::memset(send.get(), 0, current.sendElems * es + 64);
+            std::memset(recv.get(), 0xa5, current.recvElems * es + 64);
+            if (a.check) fill(a, current, rank, send.get());
           }
-          s = send.data(), r = recv.data();
+          s = send.get(), r = recv.get();
         }
         OpArgs op{a.coll, s, r, current.count, a.dtype, a.op};
         op.root = 0;
@@ -228,9 +241,7 @@ bool sweep(const Options& a, const Topology& topo, const std::vector<size_t>& si
           ctx.rank = rank, ctx.nranks = a.ranks, ctx.transport = &transport, ctx.waiter = &waiter;
           ctx.chunkBytes = static_cast<size_t>(a.chunk), ctx.scratch = &scratch, ctx.hosts = &hosts;
           ctx.sizesOnly = a.nodata;
-          // As a communicator's host op does (ZCOLL_STREAM_STORES's default): results around the cache.
-          ctx.streamStores = traits(a.coll).streamsResults &&
-                             opBytes(a.coll, op.count, a.dtype, a.ranks) >= static_cast<size_t>(Config{}.streamBytes);
+          ctx.streamStores = streamStores;
           transport.spend(topo.opOverheadUs);
           st = algorithm->run(op, ctx);
         }

@@ -422,12 +422,12 @@ void SimTransport::touchUserMemory(const void* p, size_t bytes, bool write, bool
   // Each rank's buffers are a space of their own (--nodata gives all ranks the same addresses); the
   // slots' spaces are even. They go through the core's own cache too: what only the host's holds costs
   // the core's reading it from there.
-  const uint64_t space = 2 * static_cast<uint64_t>(rank_) + 1;
+  const uint64_t space = 2 * static_cast<uint64_t>(rank_) + 1, at = reinterpret_cast<uintptr_t>(p);
   const A access = stream ? A::Stream : write ? A::Write : A::Read;
-  const size_t far = net_.cacheOf(rank_).touch(space, reinterpret_cast<uintptr_t>(p), bytes, access);
+  const size_t far = net_.cacheOf(rank_).touch(space, at, bytes, access);
   missed(far);
   if (SimCache* near = net_.privateOf(rank_)) {
-    const size_t m = near->touch(space, reinterpret_cast<uintptr_t>(p), bytes, access);
+    const size_t m = near->touch(space, at, bytes, access);
     if (access != A::Stream && m > far) spend(static_cast<double>(m - far) / (net_.topo_.privateMissGBps * 1e3));
   }
 }

@@ -190,7 +190,7 @@ class SimNetwork {
     if (privates_.empty()) return nullptr;
     return &privates_[static_cast<size_t>(topo_.cores > 0 ? rank % topo_.cores : rank)];
   }
-  double missUs(size_t bytes) const { return bytes ? static_cast<double>(bytes) / (topo_.dramGBps * 1e3) : 0; }
+  double missUs(size_t bytes) const { return static_cast<double>(bytes) / (topo_.dramGBps * 1e3); }
   std::vector<char> shared_;  // the one buffer of every slot without data
   // Slots keep their chunk's memory for the next one (no allocation per chunk) while all of it stays
   // under this; beyond it a released slot gives its memory back (N^2 pairs of a direct algorithm).
