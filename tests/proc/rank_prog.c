@@ -7,7 +7,8 @@
  *                              error they get and exit 4 (5 if the call wrongly succeeded)
  *   rank_prog hang             rank 0 waits in an all-reduce that rank 1 never joins (rank 1 sleeps)
  *   rank_prog loop             4 MiB all-reduces until one fails (a rank is killed from outside); exits
- *                              4 if zcollCommGetAsyncError reports the same error, 6 if not
+ *                              4 if zcollCommGetAsyncError reports the same error, 6 if not; with
+ *                              RANK_PROG_LINGER_MS set, lingers that long before destroying the communicator
  *   rank_prog memalloc         all-reduces, all-gathers and reduce-scatters on zcollMemAlloc buffers (zero
  *                              copy): out of place, in place,
  *                              at an offset into the allocation, with one rank on malloc'd buffers (the
@@ -167,6 +168,9 @@ int main(int argc, char** argv) {
             zcollGetLastError(comm), zcollGetErrorString(async));
     free(x);
     status = async == r ? 4 : 6;
+    /* A failed rank that is slow to leave (a long teardown, a leak check at exit) answers no peer meanwhile. */
+    const char* linger = getenv("RANK_PROG_LINGER_MS");
+    if (linger) usleep((useconds_t)atoi(linger) * 1000u);
   } else if (!strcmp(argv[1], "hang")) {
     float x = 0;
     if (rank == 1) sleep(600);

@@ -549,8 +549,10 @@ Transport::Culprit TcpTransport::culpritOf(int peer) {
   // Its failure notice, else along its waiting notices to the first rank that waits on nobody (or
   // failed). Notices from a rank this one receives nothing from wait unread: pull them.
   int at = peer;
+  bool unanswered = false;  // the chain's end is a rank this one asked and that said nothing
   for (size_t hops = 0; hops < peers_.size(); ++hops) {
     Peer& p = peers_[static_cast<size_t>(at)];
+    unanswered = false;
     if (!p.up && !p.dead && at != peer) {
       // A rank of the chain this one never talked to: connect (its current waiting notice comes with
       // a new connection) and give it a moment to answer.
@@ -560,6 +562,7 @@ Transport::Culprit TcpTransport::culpritOf(int peer) {
         pull(p);
         if (p.waitingOn < 0 && p.culprit < 0) sleeper_.sleep(kChainPollNs);
       }
+      unanswered = p.waitingOn < 0 && p.culprit < 0;
     }
     if (p.up && !p.dead) pull(p);
     if (p.culprit >= 0) return {p.culprit, p.culpritStalled, at != peer};
@@ -567,11 +570,12 @@ Transport::Culprit TcpTransport::culpritOf(int peer) {
     at = p.waitingOn;
   }
   if (at == peer) return {};
-  if (peers_[static_cast<size_t>(at)].dead) {
-    // The chain's end is gone (it failed and left): `peer`, which waits on it, fails in turn and says
-    // whom it blames. Give it a moment.
+  if (peers_[static_cast<size_t>(at)].dead || unanswered) {
+    // The chain's end is gone, or asked and silent (it may be past its own wait, failing or exiting):
+    // `peer`, which waits on it, fails in turn and says whom it blames - after following its own chain,
+    // which may take it one answer's time. Give it two.
     Peer& first = peers_[static_cast<size_t>(peer)];
-    const int64_t until = nowNs() + kChainAnswerNs;
+    const int64_t until = nowNs() + 2 * kChainAnswerNs;
     while (first.culprit < 0 && !first.dead && nowNs() < until) {
       pull(first);
       if (first.culprit < 0) sleeper_.sleep(kChainPollNs);
