@@ -220,6 +220,23 @@ TEST(Sim, WhatTheLastLevelCacheDoesNotHoldMovesOverMemory) {
   EXPECT_NEAR(runChecked(Collective::AllReduce, "ring", topo, bytes, 1, 1).us, 1048.576, 1e-2);
 }
 
+// With Topology::cores the hosts are one machine: one cache and one memory for all, through which a message
+// between hosts goes at the sender (its slot), in the socket's buffer (nicReceiverCopies) and at the
+// receiver (its slot). The 2-rank ring of 1 MiB over hosts, with a cache that holds nothing and a memory of
+// 0.01 GB/s: each rank's buffers, 2 MiB, and its 1 MiB sent four times over: 12 MiB on the one memory,
+// 1,258,291.2 us. Hosts apart (no cores), each has a memory of its own for its rank's buffers alone:
+// 2 MiB, 209,715.2 us.
+TEST(Sim, HostsOnOneMachineShareItsCacheAndMessagesGoThroughIt) {
+  Topology topo = twoRanksAtOneGBps("hosts:1");
+  topo.nicGBps = 1e6;
+  topo.nicReceiverCopies = true;
+  topo.llcBytes = 1;
+  topo.dramGBps = 0.01;
+  EXPECT_NEAR(runChecked(Collective::AllReduce, "ring", topo, 1 << 20).us, 209715.2, 1e-5 * 209715.2);
+  topo.cores = 2;
+  EXPECT_NEAR(runChecked(Collective::AllReduce, "ring", topo, 1 << 20).us, 1258291.2, 1e-5 * 1258291.2);
+}
+
 // Topology::privateBytes: each core's own cache in front of the host's for the caller's buffers. The 2-rank
 // ring of 1 MiB reads 1 MiB of its input and writes 1 MiB of its output per rank and op: with an own
 // cache that holds nothing, 2 MiB per rank at 1 GB/s, 2,097.152 us (links and compute next to free, the

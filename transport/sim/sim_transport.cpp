@@ -83,7 +83,9 @@ SimNetwork::SimNetwork(const Topology& topo, Scheduler& scheduler, size_t chunkB
   turns_ = topo.cores > 0 && topo.cores < topo.ranks;
   if (turns_) cpus_.resize(static_cast<size_t>(topo.cores));
   if (topo.llcBytes > 0 && topo.dramGBps > 0) {
-    caches_.assign(static_cast<size_t>(topo.perHost > 0 ? topo.ranks / topo.perHost : 1), SimCache(topo.llcBytes));
+    // With Topology::cores every host is on one machine: one cache and one memory for all of them.
+    const int memories = topo.cores > 0 || topo.perHost <= 0 ? 1 : topo.ranks / topo.perHost;
+    caches_.assign(static_cast<size_t>(memories), SimCache(topo.llcBytes));
     drams_.resize(caches_.size());
     if (topo.privateBytes > 0 && topo.privateMissGBps > 0)
       privates_.assign(static_cast<size_t>(topo.cores > 0 ? topo.cores : topo.ranks), SimCache(topo.privateBytes));
@@ -359,7 +361,10 @@ void SimTransport::commitSend(int peer, size_t bytes) {
   const uint64_t next = p.committed;
   SimSlot& s = p.slots[next % p.slots.size()];
   const Topology& t = net_.topo_;
-  touchSlot(peer, s, bytes, SimCache::Access::Write);
+  touchSlot(peer, s, bytes, SimCache::Access::Write, SlotCopy::Sender);
+  // Between hosts on one machine over a software network, the kernel copies it into the socket's buffer.
+  if (t.nicReceiverCopies && t.hostOf(peer) != t.hostOf(rank_))
+    touchSlot(peer, s, bytes, SimCache::Access::Write, SlotCopy::Socket);
   spend(t.sendOverheadUs + static_cast<double>(bytes) / (t.copyGBps * 1e3));
   s.bytes = bytes;
   if (net_.data_) {
@@ -386,7 +391,14 @@ bool SimTransport::tryRecv(int peer, RecvChunk* chunk) {
   clockUs_ = std::max(clockUs_, s.arrivalUs);
   const Topology& t = net_.topo_;
   const bool local = t.hostOf(peer) == t.hostOf(rank_);
-  touchSlot(peer, s, s.bytes, SimCache::Access::Read);  // within a host: its receiver reads it from there
+  // Within a host its receiver reads it from the sender's slot; between hosts the kernel writes it into
+  // the receiver's own (from the socket's buffer, with nicReceiverCopies).
+  if (local) {
+    touchSlot(peer, s, s.bytes, SimCache::Access::Read, SlotCopy::Sender);
+  } else {
+    if (t.nicReceiverCopies) touchSlot(peer, s, s.bytes, SimCache::Access::Read, SlotCopy::Socket);
+    touchSlot(peer, s, s.bytes, SimCache::Access::Write, SlotCopy::Receiver);
+  }
   if (local ? t.receiverReads : t.nicReceiverCopies)
     spend(local ? static_cast<double>(s.bytes) / (net_.intraGBps() * 1e3) : net_.nicUs(peer, rank_, s.bytes));
   chunk->data = net_.data_ ? s.payload.data() : net_.shared_.data();
@@ -432,14 +444,17 @@ void SimTransport::touchUserMemory(const void* p, size_t bytes, bool write, bool
   }
 }
 
-void SimTransport::touchSlot(int peer, const SimSlot& s, size_t bytes, SimCache::Access access) {
-  if (net_.caches_.empty() || net_.topo_.hostOf(peer) != net_.topo_.hostOf(rank_)) return;
-  missed(net_.cacheOf(rank_).touch(static_cast<uint64_t>(reinterpret_cast<uintptr_t>(&s)) << 1, 0, bytes, access));
+void SimTransport::touchSlot(int peer, const SimSlot& s, size_t bytes, SimCache::Access access, SlotCopy copy) {
+  if (net_.caches_.empty() || &net_.cacheOf(peer) != &net_.cacheOf(rank_)) return;
+  // Spaces: (the slot's address + the copy) times 2: even, and no other slot's (slots are more than 2
+  // bytes apart).
+  const uint64_t space = (static_cast<uint64_t>(reinterpret_cast<uintptr_t>(&s)) + static_cast<uint64_t>(copy)) << 1;
+  missed(net_.cacheOf(rank_).touch(space, 0, bytes, access));
 }
 
 void SimTransport::missed(size_t bytes) {
   if (!bytes) return;
-  SimNetwork::Link& dram = net_.drams_[static_cast<size_t>(net_.topo_.hostOf(rank_))];
+  SimNetwork::Link& dram = net_.drams_[static_cast<size_t>(net_.memoryOf(rank_))];
   const double us = net_.missUs(bytes), start = dram.firstFree(clockUs_, us);
   dram.take(start, start + us, net_.floorUs_);
   memoryUntilUs_ = std::max(memoryUntilUs_, start + us);

@@ -20,7 +20,8 @@
 // a chunk is committed, then reads it on its core till it arrives. Ops of at most Topology::cacheBytes
 // move within a host at cachedGBps (a CPU's private cache); what a host's last-level cache does not
 // hold (Topology::llcBytes) also moves over its memory (dramGBps), and what a core's own cache does not
-// hold of the caller's buffers costs its rank more (privateMissGBps). A message between hosts that its
+// hold of the caller's buffers costs its rank more (privateMissGBps); with Topology::cores all hosts are
+// one machine with one such cache, through which a message between them goes at both ends. A message between hosts that its
 // receiver does not answer costs it an ACK (nicAckUs); one may also take its receiver its bytes
 // (nicReceiverCopies: a kernel's socket copies it at both ends).
 // Simplifications: a fat tree divides every flow between hosts by its oversubscription (as under
@@ -184,7 +185,8 @@ class SimNetwork {
   bool cached_ = false;
   // Topology::llcBytes: each host's cache, and what `bytes` missed there cost.
   std::vector<SimCache> caches_;
-  SimCache& cacheOf(int rank) { return caches_[static_cast<size_t>(topo_.hostOf(rank))]; }
+  int memoryOf(int rank) const { return caches_.size() == 1 ? 0 : topo_.hostOf(rank); }
+  SimCache& cacheOf(int rank) { return caches_[static_cast<size_t>(memoryOf(rank))]; }
   std::vector<SimCache> privates_;  // Topology::privateBytes: per core (per rank without Topology::cores)
   SimCache* privateOf(int rank) {
     if (privates_.empty()) return nullptr;
@@ -218,7 +220,7 @@ class SimNetwork {
   Link* coreFor(int rank, double t, double duration);
   std::vector<Link> egress_, ingress_, nicOut_, nicIn_;  // per rank
   std::vector<Link> cores_;  // Topology::cores of them: what each is busy with (compute, transfers)
-  std::vector<Link> drams_;  // per host with a cache modelled: its memory's transfers of what missed
+  std::vector<Link> drams_;  // per cache modelled (caches_): its memory's transfers of what missed
   uint64_t messages_ = 0;
   // The earliest clock of all ranks, refreshed once per `ranks` messages (a scan of every clock).
   double floorUs_ = 0;
@@ -315,8 +317,12 @@ class SimTransport final : public Transport {
   // Bytes this rank's step touched that its host's cache did not hold: they move over the host's
   // memory from its clock on, beside its compute (a prefetched stream), and the step ends after both.
   void missed(size_t bytes);
-  // Slot s of the pair with `peer` read or written through the host's cache (within a host).
-  void touchSlot(int peer, const SimSlot& s, size_t bytes, SimCache::Access access);
+  // The copies of a slot's chunk in memory: the sender's (the one within a host), the socket buffer's
+  // and the receiver's (between hosts on one machine).
+  enum class SlotCopy { Sender = 0, Socket = 1, Receiver = 2 };
+  // Copy `copy` of slot s of the pair with `peer` read or written through the cache this rank shares
+  // with it (within a host, or on one machine with Topology::cores).
+  void touchSlot(int peer, const SimSlot& s, size_t bytes, SimCache::Access access, SlotCopy copy);
   double memoryUntilUs_ = 0;
   int lastOut_ = -1, lastIn_ = -1;                // the last peer of each map's lookups (it repeats)
   SimPair *lastOutPair_ = nullptr, *lastInPair_ = nullptr;
