@@ -21,9 +21,9 @@
 // move within a host at cachedGBps (a CPU's private cache); what a host's last-level cache does not
 // hold (Topology::llcBytes) also moves over its memory (dramGBps), and what a core's own cache does not
 // hold of the caller's buffers costs its rank more (privateMissGBps); with Topology::cores all hosts are
-// one machine with one such cache, through which a message between them goes at both ends. A message between hosts that its
-// receiver does not answer costs it an ACK (nicAckUs); one may also take its receiver its bytes
-// (nicReceiverCopies: a kernel's socket copies it at both ends).
+// one machine with one such cache, through which a message between them goes at both ends. A message
+// between hosts that its receiver does not answer costs it an ACK (nicAckUs); one may also take its
+// receiver its bytes (nicReceiverCopies: a kernel's socket copies it at both ends, through its buffer).
 // Simplifications: a fat tree divides every flow between hosts by its oversubscription (as under
 // full load); a cross-rail hop adds its time but reserves no link. A rank that waits blocks its task
 // until a commit or release towards it; slots exist per pair once used (a ring's rank touches 2 of N).
@@ -183,7 +183,8 @@ class SimNetwork {
   // A host's link rate for the running op (setOpBytes).
   double intraGBps() const { return cached_ ? topo_.cachedGBps : topo_.intraGBps; }
   bool cached_ = false;
-  // Topology::llcBytes: each host's cache, and what `bytes` missed there cost.
+  // Topology::llcBytes: each host's cache (one for all with Topology::cores), and what `bytes` missed there
+  // cost.
   std::vector<SimCache> caches_;
   int memoryOf(int rank) const { return caches_.size() == 1 ? 0 : topo_.hostOf(rank); }
   SimCache& cacheOf(int rank) { return caches_[static_cast<size_t>(memoryOf(rank))]; }
