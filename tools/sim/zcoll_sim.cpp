@@ -58,7 +58,7 @@ const char* kUsage =
     "                 the network model's figures; --op-overhead-us: a call's own cost per rank;\n"
     "                 ops of at most S bytes move within a host at B GB/s (a CPU's private cache);\n"
     "                 a host's last-level cache of L bytes holds its slots and the ranks' buffers, and\n"
-    "                 what it does not hold moves over the host's memory at D GB/s beside the compute;\n"
+    "                 what it does not hold moves over the host's memory at D GB/s beside the compute\n"
     "                 (with --cores, one for all hosts, and the messages between them go through it);\n"
     "                 each core's own cache of P bytes holds the ranks' buffers before it, and what it\n"
     "                 does not hold costs M GB/s more;\n"
