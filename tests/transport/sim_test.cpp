@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -159,22 +160,30 @@ TEST(Sim, RanksThatShareACoreSwitchOncePerOpOfOneStep) {
   EXPECT_NEAR(runChecked(Collective::AllReduce, "rd", topo, 8, iters).us, 1, 1e-6);
 }
 
-// More than 2 ranks on a core: the OS hands the core on in an order of its own, not the ranks' (in
-// rank order a ring's chunks would follow the turns): the rank that has run least first, a measure
-// that carries from one size to the next in a sweep. perf counts 8 and 12 switches per op for a 4-rank
-// ring on 1 core at 8 and 64 B (zcoll-bench -b 8 -e 64 -f 8 -n 20000, taskset -c 0); in rank order the
-// model had 4 and 6. Every element right.
-TEST(Sim, FourRanksOnOneCoreSwitchAsOftenAsPerfCounts) {
+// More than 2 ranks on a core: Linux hands the core to the rank that ran least recently (perf sched, 8
+// ranks on 2 cores: 99.9% of the switches), so the ranks go round in one order, set by who ran first,
+// and a ring needs one round of turns per op where that order follows its chunks and two where it runs
+// against them: perf counts 3 or 6 switches per op for a 3-rank ring on 1 core at 8 B, from process run
+// to process run (zcoll-bench -b 8 -e 8, taskset -c 0). Rank order (startSeed 0) follows the ring.
+// Every element right.
+TEST(Sim, RanksThatShareACoreGoRoundLeastRecentlyRunFirst) {
   Topology topo = twoRanksOnOneCore();
-  topo.ranks = 4;
+  topo.ranks = 3;
   topo.handoffUs = 2;
   topo.spinUs = 0.2;
-  const std::vector<Row> rows = sweepChecked(Collective::AllReduce, "ring", topo, {8, 64}, 200);
-  ASSERT_EQ(rows.size(), 2u);
-  for (auto [r, perf] : {std::pair{rows[0], 8.0}, {rows[1], 12.0}}) {
-    EXPECT_EQ(r.wrong, 0u) << r.bytes;
-    EXPECT_NEAR(r.switches, perf, 0.1 * perf) << r.bytes;
+  std::set<long> rounds;
+  for (uint64_t seed = 0; seed < 8; ++seed) {
+    topo.startSeed = seed;
+    const Row r = runChecked(Collective::AllReduce, "ring", topo, 8, 200);
+    EXPECT_EQ(r.wrong, 0u) << seed;
+    const double perRank = r.switches / topo.ranks;
+    EXPECT_NEAR(perRank, std::round(perRank), 0.02) << seed;
+    rounds.insert(std::lround(perRank));
+    if (seed == 0) {
+      EXPECT_EQ(std::lround(perRank), 1);
+    }
   }
+  EXPECT_EQ(rounds, (std::set<long>{1, 2}));
 }
 
 // 2 ranks (`text`: on one host, or on two) whose links and NICs move 1 GB/s and nothing else costs: a
@@ -354,6 +363,35 @@ TEST(Sim, ReceiversThatReadExchangeOneChunkAhead) {
     SimNetwork net(topo, scheduler, 256 << 10, 4, false);
     EXPECT_EQ(net.rank(0).exchangeWindow(1), reads ? 1 : 4);
     EXPECT_EQ(net.rank(0).exchangeWindow(2), 4);
+  }
+}
+
+// Topology::inlineBytes stands for shm's small chunks, which travel in their headers and take no data
+// slot: a sender runs 64 of them ahead of its receiver (its headers) and 4 larger ones (its data slots),
+// and a small one still goes while the data slots are full; without it, 4 of any size.
+TEST(Sim, SmallChunksWithinAHostTakeAHeaderAndNoDataSlot) {
+  for (size_t inlineBytes : {size_t{0}, size_t{496}}) {
+    Scheduler scheduler;
+    Topology topo = topology("1host", 2);
+    topo.receiverReads = true;
+    topo.inlineBytes = inlineBytes;
+    SimNetwork net(topo, scheduler, 256 << 10, 4, false);
+    auto ahead = [&](int from, size_t bytes) {  // chunks sent before the receiver takes any
+      SendSlot slot;
+      int n = 0;
+      for (SimTransport& t = net.rank(from); n < 100 && t.tryAcquireSendFor(1 - from, bytes, &slot); ++n)
+        t.commitSend(1 - from, bytes);
+      return n;
+    };
+    EXPECT_EQ(ahead(0, 496), inlineBytes ? 64 : 4) << inlineBytes;
+    EXPECT_EQ(ahead(1, 497), 4) << inlineBytes;
+    EXPECT_EQ(ahead(1, 8), inlineBytes ? 60 : 0) << inlineBytes;
+    SendSlot slot;
+    RecvChunk chunk;
+    ASSERT_TRUE(net.rank(0).tryRecv(1, &chunk));
+    EXPECT_EQ(chunk.bytes, 497u);
+    net.rank(0).releaseRecv(1);  // a data slot back: a chunk of any size goes
+    EXPECT_TRUE(net.rank(1).tryAcquireSend(0, &slot)) << inlineBytes;
   }
 }
 

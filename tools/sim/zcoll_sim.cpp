@@ -31,7 +31,8 @@ struct Args : Options {
   double recvOverheadUs = -1, opOverheadUs = -1, handoffUs = -1, spinUs = -1, cachedGBps = -1, dramGBps = -1;
   double privateMissGBps = -1;
   int64_t cacheBytes = 0, llcBytes = 0, privateBytes = 0;
-  int64_t nicBufferBytes = 0, nicSegmentBytes = 0, nicWindowBytes = 0;
+  int64_t nicBufferBytes = 0, nicSegmentBytes = 0, nicWindowBytes = 0, inlineBytes = 0;
+  int headers = 64;
   double nicBufferedGBps = -1, nicSegmentedUs = -1, nicAckUs = -1;
   int cores = 0;  // 0: a core per rank
   int starts = 1;
@@ -47,7 +48,7 @@ const char* kUsage =
     "                 [--slots K] [--iters N] [--warmup W]\n"
     "                 [--alpha-us A] [--link-gbps B] [--nic-alpha-us A] [--nic-gbps B] [--copy-gbps C]\n"
     "                 [--reduce-gbps R] [--overhead-us O] [--recv-overhead-us O] [--op-overhead-us O]\n"
-    "                 [--cache-bytes S --cached-gbps B] [--receiver-reads]\n"
+    "                 [--cache-bytes S --cached-gbps B] [--receiver-reads [--inline-bytes I [--headers K]]]\n"
     "                 [--llc-bytes L --dram-gbps D [--private-bytes P --private-miss-gbps M]]\n"
     "                 [--nic-buffer-bytes M --nic-buffered-gbps B [--nic-window-bytes W]]\n"
     "                 [--nic-segment-bytes G --nic-segmented-us U]\n"
@@ -62,12 +63,13 @@ const char* kUsage =
     "                 (with --cores, one for all hosts, and the messages between them go through it);\n"
     "                 each core's own cache of P bytes holds the ranks' buffers before it, and what it\n"
     "                 does not hold costs M GB/s more;\n"
-    "                 --receiver-reads: a chunk moves within a host\n"
-    "                 as its receiver reads it, on its own time (CPUs sharing memory); messages between\n"
-    "                 hosts of at most M bytes move at B GB/s (they fit a socket buffer; to a rank on the\n"
-    "                 sender's core only their first W bytes, with ranks taking turns), those of more\n"
-    "                 than G take U us more (tcp segments); one whose receiver sent nothing back since the\n"
-    "                 pair's previous message costs the receiver K us more (its ACK alone);\n"
+    "                 --receiver-reads: a chunk moves within a host as its receiver reads it, on its own\n"
+    "                 time (CPUs sharing memory), and one of at most I bytes in its header, which takes\n"
+    "                 no data slot (K headers per pair, default 64); messages between hosts of at most M\n"
+    "                 bytes move at B GB/s (they fit a socket buffer; to a rank on the sender's core only\n"
+    "                 their first W bytes, with ranks taking turns), those of more than G take U us more\n"
+    "                 (tcp segments); one whose receiver sent nothing back since the pair's previous\n"
+    "                 message costs the receiver K us more (its ACK alone);\n"
     "                 --nic-receiver-copies: one also takes its receiver its bytes at its rate (the kernel's copy);\n"
     "                 --cores: all ranks share C cores, as on one machine: fewer than ranks, they take\n"
     "                 turns, a rank that waits over S us yields to the next, each turn costing H;\n"
@@ -103,6 +105,8 @@ bool parseArgs(int argc, char** argv, Args* a, std::string* error) {
     else if (flag == "--iters") ok = (a->iters = std::atoi(v.c_str())) >= 1;
     else if (flag == "--warmup") ok = (a->warmup = std::atoi(v.c_str())) >= 0;
     else if (flag == "--cores") ok = (a->cores = std::atoi(v.c_str())) >= 1;
+    else if (flag == "--inline-bytes") ok = parseByteSize(v, &a->inlineBytes);
+    else if (flag == "--headers") ok = (a->headers = std::atoi(v.c_str())) >= 1;
     else if (flag == "--starts") ok = (a->starts = std::atoi(v.c_str())) >= 1;
     else if (flag == "--cache-bytes") ok = parseByteSize(v, &a->cacheBytes);
     else if (flag == "--llc-bytes") ok = parseByteSize(v, &a->llcBytes);
@@ -184,6 +188,8 @@ int run(int argc, char** argv) {
   topo.nicWindowBytes = static_cast<size_t>(a.nicWindowBytes);
   topo.nicSegmentBytes = static_cast<size_t>(a.nicSegmentBytes);
   topo.receiverReads = a.receiverReads;
+  topo.inlineBytes = static_cast<size_t>(a.inlineBytes);
+  topo.headers = a.headers;
   topo.nicReceiverCopies = a.nicReceiverCopies;
   std::vector<size_t> sizes;
   const size_t unit = dataTypeSize(a.dtype) * (traits(a.coll).perRankBlocks ? static_cast<size_t>(a.ranks) : 1);

@@ -97,7 +97,7 @@ SimNetwork::SimNetwork(const Topology& topo, Scheduler& scheduler, size_t chunkB
     uint64_t x = topo.startSeed * 0x9e3779b97f4a7c15ull;
     for (auto& r : ranks_) {
       x ^= x << 13, x ^= x >> 7, x ^= x << 17;  // xorshift64
-      r->runUs_ = static_cast<double>(x % 1000) * 1e-6;  // under a nanosecond: it orders, costs nothing
+      r->lastTurn_ = x % kStartTurns;
     }
   }
 }
@@ -108,7 +108,9 @@ SimPair& SimNetwork::pair(int from, int to) {
   std::unique_ptr<SimPair>& p = flat_.empty() ? pairs_[pairKey(from, to)] : flat_[flatIndex(from, to)];
   if (!p) {
     p = std::make_unique<SimPair>();
-    p->slots.resize(static_cast<size_t>(slots_));
+    const bool inlines = topo_.inlineBytes > 0 && topo_.receiverReads && topo_.hostOf(from) == topo_.hostOf(to);
+    p->slots.resize(static_cast<size_t>(inlines ? std::max(topo_.headers, slots_) : slots_));
+    if (inlines) p->dataFreeUs.assign(static_cast<size_t>(slots_), 0.0);
   }
   return *p;
 }
@@ -237,12 +239,19 @@ double SimNetwork::alignClocks() {
     r->setClockUs(t);
     r->away_ = true;
     r->waitFromUs_ = -1;
-    r->ranUs_ = -1;  // runUs_ stays: an OS's scheduler keeps it from size to size
+    // lastTurn_ stays: an OS's scheduler keeps its order from size to size
     scheduler_.setKey(r->rank_, t);
   }
   for (auto* links : {&egress_, &ingress_, &nicOut_, &nicIn_, &cores_, &drams_})
     for (Link& l : *links) l.busy.clear();
-  for (Cpu& c : cpus_) c = Cpu{};
+  // Every rank of a core waits for the op (the OS keeps their order through the barrier): the core's
+  // first turn, at t, goes to the one that ran least recently.
+  for (size_t core = 0; core < cpus_.size(); ++core) {
+    cpus_[core] = Cpu{};
+    const int m = ranksOn(static_cast<int>(core));
+    if (m > 1) startTurns(static_cast<int>(core), t - topo_.handoffUs, m - 1);
+    cpus_[core].opening = true;
+  }
   floorUs_ = t;
   return t;
 }
@@ -251,23 +260,27 @@ int SimNetwork::ranksOn(int core) const { return (topo_.ranks - core + topo_.cor
 
 void SimNetwork::letGo(SimTransport& r, double t) {
   r.away_ = true;
-  if (r.ranUs_ >= 0) r.runUs_ += t - r.ranUs_;  // it ran from ranUs_
-  r.ranUs_ = -1;
   Cpu& c = cpuOf(r.rank_);
   if (c.runner != r.rank_) return;
-  // It yields: the core takes the other ranks of the core in turn, then r again, each a hand-off
-  // and, if it still waits, a spin before the next.
+  // It yields: the core takes the other ranks of the core in turn, then r again (it ran last).
+  r.lastTurn_ = ++turnsTaken_;
+  startTurns(r.rank_ % topo_.cores, t, r.rank_ / topo_.cores);
+}
+
+void SimNetwork::startTurns(int core, double t, int last) {
+  Cpu& c = cpus_[static_cast<size_t>(core)];
   c.runner = -1;
   c.cycling = true;
+  c.opening = false;
   c.cycleStart = t;
-  // The turns go to the core's other ranks in the order an OS's fair scheduler takes: the one that has
-  // run least first (ties: in rank order after r), r last. (perf: 4 ranks on 1 core switch as often.)
-  const int core = r.rank_ % topo_.cores, m = ranksOn(core), place = r.rank_ / topo_.cores;
+  // Each turn a hand-off and, if the rank still waits, a spin before the next. The turns go in the order
+  // Linux's scheduler takes ranks that yield: the one that ran least recently first (ties: in rank order
+  // after the one at place `last` on the core); perf sched: 99.9% of them.
+  const int m = ranksOn(core);
   c.order.clear();
-  for (int i = 1; i < m; ++i) c.order.push_back((place + i) % m * topo_.cores + core);
+  for (int i = 1; i <= m; ++i) c.order.push_back((last + i) % m * topo_.cores + core);
   std::stable_sort(c.order.begin(), c.order.end(),
-                   [&](int a, int b) { return rank(a).runUs_ < rank(b).runUs_; });
-  c.order.push_back(r.rank_);
+                   [&](int a, int b) { return rank(a).lastTurn_ < rank(b).lastTurn_; });
   for (size_t i = 0; i < c.order.size(); ++i) rank(c.order[i]).turn_ = static_cast<int>(i);
   ++c.epoch;
   for (int q : c.queue) {  // the ranks that can run look for their turn
@@ -282,7 +295,7 @@ void SimNetwork::takeCore(SimTransport& r) {
   const int m = ranksOn(r.rank_ % topo_.cores);
   for (;;) {
     if (c.runner < 0 && (!c.cycling || m == 1)) {  // a free core (an op's start), or none to share it with
-      r.ranUs_ = r.clockUs_;
+      r.lastTurn_ = ++turnsTaken_;
       c.runner = r.rank_;
       c.cycling = false;
       ++c.epoch;
@@ -309,10 +322,10 @@ void SimNetwork::takeCore(SimTransport& r) {
         c.runner = r.rank_;
         c.cycling = false;
         ++c.epoch;
-        switches_ += static_cast<double>(k + 1);
-        for (int64_t i = 0; i < k; ++i)  // the turns before: each of those ranks spun
-          rank(c.order[static_cast<size_t>(i % m)]).runUs_ += topo_.spinUs;
-        r.ranUs_ = start;
+        switches_ += static_cast<double>(c.opening ? k : k + 1);
+        for (int64_t i = std::max<int64_t>(0, k - m); i < k; ++i)  // the turns before: those ranks ran
+          rank(c.order[static_cast<size_t>(i % m)]).lastTurn_ = ++turnsTaken_;
+        r.lastTurn_ = ++turnsTaken_;
         r.clockUs_ = start;
         r.away_ = false;
         return;
@@ -342,17 +355,22 @@ SimPair& SimTransport::in(int peer) {
   return *p;
 }
 
-bool SimTransport::tryAcquireSend(int peer, SendSlot* slot) {
+bool SimTransport::acquire(int peer, bool data, SendSlot* slot) {
   SimPair& p = out(peer);
   const uint64_t next = p.committed;
   if (next - p.released >= p.slots.size()) return false;
-  SimSlot& s = p.slots[next % p.slots.size()];
-  resumeAt(s.freeUs);  // the slot came back at the receiver's time
+  double freeUs = p.slots[next % p.slots.size()].freeUs;
+  if (data && !p.dataFreeUs.empty()) {
+    const size_t n = p.dataFreeUs.size();
+    if (p.dataCommitted - p.dataReleased >= n) return false;
+    freeUs = std::max(freeUs, p.dataFreeUs[p.dataCommitted % n]);
+  }
+  resumeAt(freeUs);  // the slot came back at the receiver's time
   if (acquired_ >= 0 && acquired_ != peer) std::abort();  // two slots taken at once: staging_ cannot serve
   acquired_ = peer;
   if (net_.data_ && staging_.empty()) staging_.resize(net_.chunkBytes_);
   slot->data = net_.data_ ? staging_.data() : net_.shared_.data();
-  slot->capacity = net_.chunkBytes_;
+  slot->capacity = data || p.dataFreeUs.empty() ? net_.chunkBytes_ : std::min(net_.chunkBytes_, net_.topo_.inlineBytes);
   return true;
 }
 
@@ -361,6 +379,9 @@ void SimTransport::commitSend(int peer, size_t bytes) {
   const uint64_t next = p.committed;
   SimSlot& s = p.slots[next % p.slots.size()];
   const Topology& t = net_.topo_;
+  s.at = &s;
+  if (!p.dataFreeUs.empty() && bytes > t.inlineBytes)  // a larger chunk: in the next data slot
+    s.at = &p.dataFreeUs[p.dataCommitted++ % p.dataFreeUs.size()];
   touchSlot(peer, s, bytes, SimCache::Access::Write, SlotCopy::Sender);
   // Between hosts on one machine over a software network, the kernel copies it into the socket's buffer.
   if (t.nicReceiverCopies && t.hostOf(peer) != t.hostOf(rank_))
@@ -421,6 +442,8 @@ void SimTransport::releaseRecv(int peer) {
   spend(t.recvOverheadUs + ack +
         static_cast<double>(s.bytes) / ((net_.reducing_ ? t.reduceGBps : t.copyGBps) * 1e3));
   s.freeUs = clockUs_;
+  if (!p.dataFreeUs.empty() && s.bytes > t.inlineBytes)  // its data slot back too
+    p.dataFreeUs[p.dataReleased++ % p.dataFreeUs.size()] = clockUs_;
   if (net_.retained_ > SimNetwork::kRetainBytes) {  // past the budget, memory follows the data in flight
     net_.retained_ -= s.payload.capacity();
     std::vector<char>().swap(s.payload);
@@ -446,9 +469,9 @@ void SimTransport::touchUserMemory(const void* p, size_t bytes, bool write, bool
 
 void SimTransport::touchSlot(int peer, const SimSlot& s, size_t bytes, SimCache::Access access, SlotCopy copy) {
   if (net_.caches_.empty() || &net_.cacheOf(peer) != &net_.cacheOf(rank_)) return;
-  // Spaces: (the slot's address + the copy) times 2: even, and no other slot's (slots are more than 2
-  // bytes apart).
-  const uint64_t space = (static_cast<uint64_t>(reinterpret_cast<uintptr_t>(&s)) + static_cast<uint64_t>(copy)) << 1;
+  // Spaces: (the address of the memory it lives in + the copy) times 2: even, and no other slot's (those
+  // are more than 2 bytes apart).
+  const uint64_t space = (static_cast<uint64_t>(reinterpret_cast<uintptr_t>(s.at)) + static_cast<uint64_t>(copy)) << 1;
   missed(net_.cacheOf(rank_).touch(space, 0, bytes, access));
 }
 

@@ -13,20 +13,21 @@
 // With Topology::cores, compute and transfers also take one of that many cores shared by all ranks;
 // with fewer cores than ranks, rank r runs on core r % cores (its transfers too), one rank at a time,
 // as an OS runs ranks that spin and yield: a rank that waits longer than Topology::spinUs yields, and
-// the core's other ranks get it in turn, the one that has run least first (a fair scheduler's order),
-// each turn a hand-off (Topology::handoffUs) and a spin; a rank that can run takes the core at its turn
-// (at once if it is free), one that cannot yields again. The scheduler then runs the tasks in the order
-// of their clocks, so that these decisions see every earlier event. A rank waits (and may yield) until
-// a chunk is committed, then reads it on its core till it arrives. Ops of at most Topology::cacheBytes
-// move within a host at cachedGBps (a CPU's private cache); what a host's last-level cache does not
-// hold (Topology::llcBytes) also moves over its memory (dramGBps), and what a core's own cache does not
-// hold of the caller's buffers costs its rank more (privateMissGBps); with Topology::cores all hosts are
-// one machine with one such cache, through which a message between them goes at both ends. A message
-// between hosts that its receiver does not answer costs it an ACK (nicAckUs); one may also take its
-// receiver its bytes (nicReceiverCopies: a kernel's socket copies it at both ends, through its buffer).
-// Simplifications: a fat tree divides every flow between hosts by its oversubscription (as under
-// full load); a cross-rail hop adds its time but reserves no link. A rank that waits blocks its task
-// until a commit or release towards it; slots exist per pair once used (a ring's rank touches 2 of N).
+// the core's other ranks get it in turn, the one that ran least recently first (Linux's order for
+// ranks that yield, kept through an op's start), each turn a hand-off (Topology::handoffUs) and a
+// spin; a rank that can run takes the core at its turn, one that cannot yields again. The scheduler
+// then runs the tasks in the order of their clocks, so that these decisions see every earlier event. A
+// rank waits (and may yield) until a chunk is committed, then reads it on its core till it arrives.
+// Ops of at most Topology::cacheBytes move within a host at cachedGBps (a CPU's private cache); what a
+// host's last-level cache does not hold (Topology::llcBytes) also moves over its memory (dramGBps),
+// and what a core's own cache does not hold of the caller's buffers costs its rank more
+// (privateMissGBps); with Topology::cores all hosts are one machine with one such cache, through which
+// a message between them goes at both ends. A message between hosts that its receiver does not answer
+// costs it an ACK (nicAckUs); one may also take its receiver its bytes (nicReceiverCopies: a kernel's
+// socket copies it at both ends, through its buffer). Simplifications: a fat tree divides every flow
+// between hosts by its oversubscription (as under full load); a cross-rail hop adds its time but
+// reserves no link. A rank that waits blocks its task until a commit or release towards it; slots
+// exist per pair once used (a ring's rank touches 2 of N).
 #pragma once
 
 #include <cstdint>
@@ -97,6 +98,11 @@ struct Topology {
   // receiver's own, after the commit and the link's latency, not a pipe of its own beside the ranks; and
   // a pairwise exchange there sends one chunk ahead of the one it awaits (shm's exchange window).
   bool receiverReads = false;
+  // With receiverReads, within a host: a chunk of at most inlineBytes travels in its header and takes no
+  // data slot, so that a sender may run `headers` small chunks ahead of its receiver, the data slots
+  // bounding only larger ones (shm's FIFO: shm_layout.hpp's kInlineBytes and kMaxSlots). 0: none.
+  size_t inlineBytes = 0;
+  int headers = 64;
   // Ranks taking turns: 0 starts them in rank order on each core, another value in a pseudo-random one
   // of its own (an OS's state at a run's start).
   uint64_t startSeed = 0;
@@ -121,6 +127,7 @@ struct Topology {
 // One slot of a pair's FIFO: the committed chunk, copied out of the pair's staging area at its size.
 struct SimSlot {
   std::vector<char> payload;
+  const void* at = nullptr;  // the memory it lives in, for the caches: its own, or its data slot's
   size_t bytes = 0;
   double sentUs = 0;     // when the sender committed it: the receiver sees it from then
   double arrivalUs = 0;  // when the chunk is at the receiver
@@ -129,9 +136,12 @@ struct SimSlot {
 
 // The FIFO from one rank to another: slots the sender fills in order and the receiver empties in order.
 struct SimPair {
-  std::vector<SimSlot> slots;
+  std::vector<SimSlot> slots;  // with inline chunks (Topology::inlineBytes), the headers
   uint64_t committed = 0;
   uint64_t released = 0;
+  // With inline chunks: the data slots of the larger ones, apart (when each was handed back).
+  std::vector<double> dataFreeUs;
+  uint64_t dataCommitted = 0, dataReleased = 0;
   uint64_t repliesSeen = 0;  // the reverse pair's commits when this pair's last chunk was released
 };
 
@@ -234,17 +244,24 @@ class SimNetwork {
     bool cycling = false;     // every rank of the core waits: each spins in turn and yields
     double cycleStart = 0;    // when the turns began (the last runner's yield)
     std::vector<int> order;   // the ranks in the order of their turns (the one that yielded at the end)
+    bool opening = false;     // the turns of an op's start: the first is no switch (the core was nobody's)
     uint64_t epoch = 0;       // bumped whenever the core changes hands
     std::vector<int> queue;   // ranks that can run, while another does
   };
   bool turns_ = false;
   std::vector<Cpu> cpus_;
   double switches_ = 0;
+  // Turns taken on all cores so far; the ranks' first turns are under kStartTurns (in start order).
+  static constexpr uint64_t kStartTurns = 1000;
+  uint64_t turnsTaken_ = kStartTurns;
   Cpu& cpuOf(int rank) { return cpus_[static_cast<size_t>(rank % topo_.cores)]; }
   int ranksOn(int core) const;  // ranks r with r % cores == core
   // Rank r stops running at t (it yields after its spin, or its ops of a size ended): its core's other
-  // ranks take turns, least run first, then r, until one that can run gets its turn.
+  // ranks take turns, the least recently run first, then r, until one that can run gets its turn.
   void letGo(SimTransport& r, double t);
+  // From t the ranks of `core` (all waiting) take turns on it, the least recently run first (ties: in
+  // order after the one at place `last` of the core).
+  void startTurns(int core, double t, int last);
   // Rank r can run from its clock on: it gets its core at its next turn, or at once if it is free; while
   // another rank runs there, after that one's next yield (the task blocks till then).
   void takeCore(SimTransport& r);
@@ -262,7 +279,10 @@ class SimTransport final : public Transport {
     const Topology& t = net_.topo_;
     return t.receiverReads && t.hostOf(peer) == t.hostOf(rank_) ? 1 : net_.slots_;
   }
-  bool tryAcquireSend(int peer, SendSlot* slot) override;
+  bool tryAcquireSend(int peer, SendSlot* slot) override { return acquire(peer, true, slot); }
+  bool tryAcquireSendFor(int peer, size_t bytes, SendSlot* slot) override {
+    return acquire(peer, bytes > net_.topo_.inlineBytes, slot);
+  }
   void commitSend(int peer, size_t bytes) override;
   bool tryRecv(int peer, RecvChunk* chunk) override;
   void releaseRecv(int peer) override;
@@ -295,6 +315,9 @@ class SimTransport final : public Transport {
   void at(double t);
   // Ranks taking turns: at t, this rank stops running and its core goes to the others in turn.
   void yieldCore(double t);
+  // A send slot to `peer`; `data`: one of the data slots too where small chunks go inline (a chunk of
+  // unknown size, or a larger one).
+  bool acquire(int peer, bool data, SendSlot* slot);
   friend class SimNetwork;
 
   SimNetwork& net_;
@@ -306,8 +329,7 @@ class SimTransport final : public Transport {
   bool away_ = true;
   double waitFromUs_ = -1;
   int turn_ = 0;       // its place in its core's order of turns (SimNetwork::Cpu::order)
-  double ranUs_ = -1;  // since when it holds its core (-1: it does not)
-  double runUs_ = 0;   // how long it has held it, spins included: a fair scheduler's measure
+  uint64_t lastTurn_ = 0;  // when it last held its core, in turns taken (SimNetwork::turnsTaken_)
   // A rank writes a chunk here, and its commit keeps exactly its bytes in the slot: memory follows the
   // data in flight, not the N^2 pairs of a direct algorithm at thousands of ranks. One suffices: every
   // algorithm commits a slot before it takes the next (acquired_ checks it).
