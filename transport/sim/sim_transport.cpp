@@ -100,6 +100,7 @@ SimNetwork::SimNetwork(const Topology& topo, Scheduler& scheduler, size_t chunkB
       r->lastTurn_ = x % kStartTurns;
     }
   }
+  openTurns(0);
 }
 
 SimNetwork::~SimNetwork() = default;
@@ -244,6 +245,12 @@ double SimNetwork::alignClocks() {
   }
   for (auto* links : {&egress_, &ingress_, &nicOut_, &nicIn_, &cores_, &drams_})
     for (Link& l : *links) l.busy.clear();
+  openTurns(t);
+  floorUs_ = t;
+  return t;
+}
+
+void SimNetwork::openTurns(double t) {
   // Every rank of a core waits for the op (the OS keeps their order through the barrier): the core's
   // first turn, at t, goes to the one that ran least recently.
   for (size_t core = 0; core < cpus_.size(); ++core) {
@@ -252,8 +259,6 @@ double SimNetwork::alignClocks() {
     if (m > 1) startTurns(static_cast<int>(core), t - topo_.handoffUs, m - 1);
     cpus_[core].opening = true;
   }
-  floorUs_ = t;
-  return t;
 }
 
 int SimNetwork::ranksOn(int core) const { return (topo_.ranks - core + topo_.cores - 1) / topo_.cores; }
@@ -294,7 +299,7 @@ void SimNetwork::takeCore(SimTransport& r) {
   Cpu& c = cpuOf(r.rank_);
   const int m = ranksOn(r.rank_ % topo_.cores);
   for (;;) {
-    if (c.runner < 0 && (!c.cycling || m == 1)) {  // a free core (an op's start), or none to share it with
+    if (m == 1) {  // alone on its core: it runs at once
       r.lastTurn_ = ++turnsTaken_;
       c.runner = r.rank_;
       c.cycling = false;
@@ -380,7 +385,7 @@ void SimTransport::commitSend(int peer, size_t bytes) {
   SimSlot& s = p.slots[next % p.slots.size()];
   const Topology& t = net_.topo_;
   s.at = &s;
-  if (!p.dataFreeUs.empty() && bytes > t.inlineBytes)  // a larger chunk: in the next data slot
+  if (p.takesDataSlot(bytes, t.inlineBytes))
     s.at = &p.dataFreeUs[p.dataCommitted++ % p.dataFreeUs.size()];
   touchSlot(peer, s, bytes, SimCache::Access::Write, SlotCopy::Sender);
   // Between hosts on one machine over a software network, the kernel copies it into the socket's buffer.
@@ -442,7 +447,7 @@ void SimTransport::releaseRecv(int peer) {
   spend(t.recvOverheadUs + ack +
         static_cast<double>(s.bytes) / ((net_.reducing_ ? t.reduceGBps : t.copyGBps) * 1e3));
   s.freeUs = clockUs_;
-  if (!p.dataFreeUs.empty() && s.bytes > t.inlineBytes)  // its data slot back too
+  if (p.takesDataSlot(s.bytes, t.inlineBytes))  // its data slot back too
     p.dataFreeUs[p.dataReleased++ % p.dataFreeUs.size()] = clockUs_;
   if (net_.retained_ > SimNetwork::kRetainBytes) {  // past the budget, memory follows the data in flight
     net_.retained_ -= s.payload.capacity();

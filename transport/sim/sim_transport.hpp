@@ -142,6 +142,8 @@ struct SimPair {
   // With inline chunks: the data slots of the larger ones, apart (when each was handed back).
   std::vector<double> dataFreeUs;
   uint64_t dataCommitted = 0, dataReleased = 0;
+  // Whether a chunk of `bytes` goes in a data slot of its own: with inline chunks, only a larger one.
+  bool takesDataSlot(size_t bytes, size_t inlineBytes) const { return !dataFreeUs.empty() && bytes > inlineBytes; }
   uint64_t repliesSeen = 0;  // the reverse pair's commits when this pair's last chunk was released
 };
 
@@ -262,6 +264,8 @@ class SimNetwork {
   // From t the ranks of `core` (all waiting) take turns on it, the least recently run first (ties: in
   // order after the one at place `last` of the core).
   void startTurns(int core, double t, int last);
+  // At t (a run's or an op's start) every shared core's ranks begin their turns (startTurns).
+  void openTurns(double t);
   // Rank r can run from its clock on: it gets its core at its next turn, or at once if it is free; while
   // another rank runs there, after that one's next yield (the task blocks till then).
   void takeCore(SimTransport& r);
