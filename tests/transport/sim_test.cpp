@@ -2,6 +2,7 @@
 // at 1,024 ranks, the textbook step counts and times, multi-host layouts, bad topologies.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <set>
@@ -425,6 +426,27 @@ TEST(Sim, SizesOnlyTakesTheRealRunsTimes) {
       EXPECT_EQ(rows[0].us, real.us) << collectiveName(coll) << " " << algo;
       EXPECT_EQ(rows[0].messages, real.messages) << collectiveName(coll) << " " << algo;
     }
+  }
+}
+
+TEST(Sim, ExpectedMedianIsWhatTheMedianOfRoundsAveragesOverEveryDraw) {
+  const std::vector<double> runs = {20, 4, 1, 9, 4};  // unsorted, one value twice
+  EXPECT_DOUBLE_EQ(expectedMedian(runs, 1), 38.0 / 5);  // one round: the mean
+  EXPECT_DOUBLE_EQ(expectedMedian({}, 3), 0);
+  for (int rounds : {2, 3, 4}) {  // every draw of `rounds` runs, equally likely
+    double sum = 0, draws = 0;
+    std::vector<size_t> pick(static_cast<size_t>(rounds), 0);
+    for (;;) {
+      std::vector<double> v;
+      for (size_t i : pick) v.push_back(runs[i]);
+      std::sort(v.begin(), v.end());
+      const size_t m = v.size() / 2;
+      sum += v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2, draws += 1;
+      size_t d = 0;
+      while (d < pick.size() && ++pick[d] == runs.size()) pick[d++] = 0;
+      if (d == pick.size()) break;
+    }
+    EXPECT_NEAR(expectedMedian(runs, rounds), sum / draws, 1e-9) << rounds << " rounds";
   }
 }
 

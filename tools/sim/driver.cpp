@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -266,6 +267,33 @@ bool sweep(const Options& a, const Topology& topo, const std::vector<size_t>& si
   }
   *error = firstFailure;
   return firstFailure.empty();
+}
+
+double expectedMedian(std::vector<double> runs, int rounds) {
+  if (runs.empty()) return 0;
+  std::sort(runs.begin(), runs.end());
+  const double k = static_cast<double>(runs.size());
+  rounds = std::max(rounds, 1);
+  // The j-th smallest of the rounds is at most runs[i] when j or more of them drew one of runs[0..i].
+  auto atMost = [rounds](int j, double p) {
+    double tail = 0, choose = 1;  // choose: C(rounds, m)
+    for (int m = 0; m <= rounds; ++m) {
+      if (m >= j) tail += choose * std::pow(p, m) * std::pow(1 - p, rounds - m);
+      choose = choose * (rounds - m) / (m + 1);
+    }
+    return tail;
+  };
+  auto expectedOrder = [&](int j) {
+    double e = 0, below = 0;
+    for (size_t i = 0; i < runs.size(); ++i) {
+      const double upTo = atMost(j, static_cast<double>(i + 1) / k);
+      e += runs[i] * (upTo - below);
+      below = upTo;
+    }
+    return e;
+  };
+  const int middle = (rounds + 1) / 2;  // and with an even count, the mean of it and the next
+  return rounds % 2 ? expectedOrder(middle) : (expectedOrder(middle) + expectedOrder(middle + 1)) / 2;
 }
 
 std::vector<std::string> algorithmsOf(Collective coll, const Topology& topo) {

@@ -42,6 +42,10 @@ struct Row {
 bool sweep(const Options& o, const Topology& topo, const std::vector<size_t>& sizes, const std::string& algo,
            std::vector<Row>* rows, std::string* error);
 
+// What a benchmark that reports the median of `rounds` runs measures, each run one of `runs` drawn at random
+// (equally likely, with replacement): that median's expected value. One round: the runs' mean.
+double expectedMedian(std::vector<double> runs, int rounds);
+
 // The registered algorithms of `coll` that serve this topology.
 std::vector<std::string> algorithmsOf(Collective coll, const Topology& topo);
 

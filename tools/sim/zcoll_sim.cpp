@@ -36,6 +36,7 @@ struct Args : Options {
   double nicBufferedGBps = -1, nicSegmentedUs = -1, nicAckUs = -1;
   int cores = 0;  // 0: a core per rank
   int starts = 1;
+  int rounds = 1;  // with --starts: each row the expected median of this many of the starts' runs
   bool receiverReads = false, nicReceiverCopies = false;
   int64_t minBytes = 8, maxBytes = 1 << 20;
   double factor = 2;
@@ -53,7 +54,7 @@ const char* kUsage =
     "                 [--nic-buffer-bytes M --nic-buffered-gbps B [--nic-window-bytes W]]\n"
     "                 [--nic-segment-bytes G --nic-segmented-us U]\n"
     "                 [--nic-ack-us K] [--nic-receiver-copies]\n"
-    "                 [--cores C [--handoff-us H] [--spin-us S] [--starts K]]\n"
+    "                 [--cores C [--handoff-us H] [--spin-us S] [--starts K [--rounds R]]]\n"
     "                 (--iters: N ops per size back to back, each row their mean (default 1), after W\n"
     "                 untimed ones (default 0);\n"
     "                 the network model's figures; --op-overhead-us: a call's own cost per rank;\n"
@@ -74,7 +75,9 @@ const char* kUsage =
     "                 --cores: all ranks share C cores, as on one machine: fewer than ranks, they take\n"
     "                 turns, a rank that waits over S us yields to the next, each turn costing H;\n"
     "                 the table's last column: core switches per op; --starts: each row the mean of K\n"
-    "                 runs that start from different orders of the ranks on their cores)\n"
+    "                 runs that start from different orders of the ranks on their cores, or with\n"
+    "                 --rounds, the expected median of R of them drawn at random: what a benchmark that\n"
+    "                 reports the median of R process runs measures)\n"
     "COLL: allreduce, allgather, reducescatter, broadcast, reduce, gather, scatter, alltoall\n";
 
 bool parseArgs(int argc, char** argv, Args* a, std::string* error) {
@@ -108,6 +111,7 @@ bool parseArgs(int argc, char** argv, Args* a, std::string* error) {
     else if (flag == "--inline-bytes") ok = parseByteSize(v, &a->inlineBytes);
     else if (flag == "--headers") ok = (a->headers = std::atoi(v.c_str())) >= 1;
     else if (flag == "--starts") ok = (a->starts = std::atoi(v.c_str())) >= 1;
+    else if (flag == "--rounds") ok = (a->rounds = std::atoi(v.c_str())) >= 1 && a->rounds <= 99;
     else if (flag == "--cache-bytes") ok = parseByteSize(v, &a->cacheBytes);
     else if (flag == "--llc-bytes") ok = parseByteSize(v, &a->llcBytes);
     else if (flag == "--private-bytes") ok = parseByteSize(v, &a->privateBytes);
@@ -219,8 +223,10 @@ int run(int argc, char** argv) {
   long long wrongTotal = 0;
   for (const std::string& algo : algos) {
     std::vector<Row> rows;
+    std::vector<std::vector<double>> runs;  // each row's time from each start
     const auto t0 = std::chrono::steady_clock::now();
-    // --starts: the mean of runs that start from different orders of the ranks on their cores.
+    // --starts: runs that start from different orders of the ranks on their cores; each row's time their
+    // mean, or the expected median of --rounds of them; its switches their mean.
     for (int k = 0; k < a.starts; ++k) {
       Topology start = topo;
       start.startSeed = static_cast<uint64_t>(k);
@@ -229,16 +235,19 @@ int run(int argc, char** argv) {
         std::fprintf(stderr, "zcoll-sim: %s: %s\n", algo.empty() ? "auto" : algo.c_str(), error.c_str());
         return 1;
       }
+      runs.resize(each.size());
+      for (size_t i = 0; i < each.size(); ++i) runs[i].push_back(each[i].us);
       if (k == 0) {
         rows = std::move(each);
         continue;
       }
       for (size_t i = 0; i < rows.size(); ++i) {
-        rows[i].us += each[i].us, rows[i].switches += each[i].switches;
+        rows[i].switches += each[i].switches;
         rows[i].wrong += each[i].wrong;
       }
     }
-    for (Row& r : rows) r.us /= a.starts, r.switches /= a.starts;
+    for (size_t i = 0; i < rows.size(); ++i)
+      rows[i].us = expectedMedian(runs[i], a.rounds), rows[i].switches /= a.starts;
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const std::string label = (algo.empty() ? std::string("auto") : algo) + " (simulated in " +
                               std::to_string(static_cast<int>(wall * 1000)) + " ms)";
