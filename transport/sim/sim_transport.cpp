@@ -360,12 +360,14 @@ SimPair& SimTransport::in(int peer) {
   return *p;
 }
 
-bool SimTransport::acquire(int peer, bool data, SendSlot* slot) {
+bool SimTransport::acquire(int peer, size_t bytes, SendSlot* slot) {
   SimPair& p = out(peer);
   const uint64_t next = p.committed;
   if (next - p.released >= p.slots.size()) return false;
   double freeUs = p.slots[next % p.slots.size()].freeUs;
-  if (data && !p.dataFreeUs.empty()) {
+  const size_t inlineBytes = net_.topo_.inlineBytes;
+  const bool data = p.takesDataSlot(bytes, inlineBytes);
+  if (data) {
     const size_t n = p.dataFreeUs.size();
     if (p.dataCommitted - p.dataReleased >= n) return false;
     freeUs = std::max(freeUs, p.dataFreeUs[p.dataCommitted % n]);
@@ -375,7 +377,7 @@ bool SimTransport::acquire(int peer, bool data, SendSlot* slot) {
   acquired_ = peer;
   if (net_.data_ && staging_.empty()) staging_.resize(net_.chunkBytes_);
   slot->data = net_.data_ ? staging_.data() : net_.shared_.data();
-  slot->capacity = data || p.dataFreeUs.empty() ? net_.chunkBytes_ : std::min(net_.chunkBytes_, net_.topo_.inlineBytes);
+  slot->capacity = data || p.dataFreeUs.empty() ? net_.chunkBytes_ : std::min(net_.chunkBytes_, inlineBytes);
   return true;
 }
 

@@ -283,10 +283,8 @@ class SimTransport final : public Transport {
     const Topology& t = net_.topo_;
     return t.receiverReads && t.hostOf(peer) == t.hostOf(rank_) ? 1 : net_.slots_;
   }
-  bool tryAcquireSend(int peer, SendSlot* slot) override { return acquire(peer, true, slot); }
-  bool tryAcquireSendFor(int peer, size_t bytes, SendSlot* slot) override {
-    return acquire(peer, bytes > net_.topo_.inlineBytes, slot);
-  }
+  bool tryAcquireSend(int peer, SendSlot* slot) override { return acquire(peer, SIZE_MAX, slot); }
+  bool tryAcquireSendFor(int peer, size_t bytes, SendSlot* slot) override { return acquire(peer, bytes, slot); }
   void commitSend(int peer, size_t bytes) override;
   bool tryRecv(int peer, RecvChunk* chunk) override;
   void releaseRecv(int peer) override;
@@ -319,9 +317,9 @@ class SimTransport final : public Transport {
   void at(double t);
   // Ranks taking turns: at t, this rank stops running and its core goes to the others in turn.
   void yieldCore(double t);
-  // A send slot to `peer`; `data`: one of the data slots too where small chunks go inline (a chunk of
-  // unknown size, or a larger one).
-  bool acquire(int peer, bool data, SendSlot* slot);
+  // A send slot to `peer` for a chunk of `bytes` (SIZE_MAX: not known yet), with a data slot of its own
+  // where the pair takes one for that size (SimPair::takesDataSlot).
+  bool acquire(int peer, size_t bytes, SendSlot* slot);
   friend class SimNetwork;
 
   SimNetwork& net_;
