@@ -219,6 +219,10 @@ const std::vector<ConfigVariable>& configVariables() {
        [](const Config& c, L) { return orText(c.tracePath, "(off)"); }, nullptr},
       {"ZCOLL_TRACE_EVENTS", "262144", "trace events kept per rank (the buffer is reserved at creation)",
        [](const Config& c, L) { return std::to_string(c.traceEvents); }, nullptr},
+      {"ZCOLL_WAIT_TRACE", "(off)", "a -Dwait_trace=true build: directory where each process writes its waits "
+       "(PID.bin; tools/sched-probe --waits)",
+       [](const Config&, L) { return std::string(env("ZCOLL_WAIT_TRACE") ? env("ZCOLL_WAIT_TRACE") : "(off)"); },
+       nullptr},
   };
   return vars;
 }

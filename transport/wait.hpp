@@ -14,6 +14,9 @@
 #include <cstdint>
 
 #include "core/clock.hpp"
+#if defined(ZCOLL_WAIT_TRACE)
+#include "core/wait_trace.hpp"
+#endif
 #include "transport/transport.hpp"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -41,7 +44,11 @@ class Waiter {
   // The deadline is `timeoutMs` after the first wait that does not find its condition ready (or the
   // first deadline() call): an operation that never waits reads no clock.
   Waiter(Transport* transport, WaitPolicy policy, int64_t timeoutMs, const std::atomic<bool>* abort)
-      : transport_(transport), policy_(policy), timeoutNs_(timeoutMs * 1'000'000), abort_(abort) {}
+      : transport_(transport), policy_(policy), timeoutNs_(timeoutMs * 1'000'000), abort_(abort) {
+#if defined(ZCOLL_WAIT_TRACE)
+    wait_trace::record(wait_trace::ticks(), 0);  // an op begins (a communicator makes one Waiter per op)
+#endif
+  }
 
   Deadline deadline() {
     if (deadlineNs_ == kUnset) deadlineNs_ = nowNs() + timeoutNs_;
@@ -66,10 +73,21 @@ class Waiter {
   __attribute__((always_inline)) WaitResult until(Ready&& ready, DeadPeer&& deadPeer, Transport* via = nullptr,
                                                   int peer = -1) {
     // The common case, inline: the chunk or the slot is there (no call per chunk on small ops).
+#if defined(ZCOLL_WAIT_TRACE)
+    const uint64_t begin = wait_trace::ticks();
+    if (ready()) {
+      wait_trace::record(begin, begin);
+      return WaitResult::Ready;
+    }
+#else
     if (ready()) return WaitResult::Ready;
+#endif
     bool announced = false;
     const WaitResult r = wait(ready, deadPeer, via, peer, &announced);
     if (announced && via && r == WaitResult::Ready) via->announceWaiting(-1);
+#if defined(ZCOLL_WAIT_TRACE)
+    wait_trace::record(begin, wait_trace::ticks());
+#endif
     return r;
   }
 
