@@ -26,6 +26,17 @@ std::vector<Record> readRecords(const std::string& path) {
   return out;
 }
 
+// The file at `path` holds exactly `want`; it is removed.
+void expectRecords(const std::string& path, const std::vector<Record>& want) {
+  const std::vector<Record> back = readRecords(path);
+  ASSERT_EQ(back.size(), want.size()) << path;
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(back[i].begin, want[i].begin) << "record " << i;
+    EXPECT_EQ(back[i].end, want[i].end) << "record " << i;
+  }
+  std::remove(path.c_str());
+}
+
 std::string tempDir() {
   char name[] = "/tmp/zcoll-wait-trace-XXXXXX";
   const char* dir = mkdtemp(name);
@@ -42,14 +53,8 @@ TEST(WaitTrace, KeepsRecordsUpToItsCapacityAndWritesThem) {
   ASSERT_FALSE(dir.empty());
   const std::string path = dir + "/log.bin";
   ASSERT_TRUE(log.write(path));
-  const std::vector<Record> back = readRecords(path);
-  ASSERT_EQ(back.size(), 2u);
-  EXPECT_EQ(back[0].begin, 1u);
-  EXPECT_EQ(back[0].end, 2u);
-  EXPECT_EQ(back[1].begin, 3u);
-  EXPECT_EQ(back[1].end, 3u);
+  expectRecords(path, {{1, 2}, {3, 3}});
   EXPECT_FALSE(log.write(dir + "/no/such/dir/log.bin"));
-  std::remove(path.c_str());
   rmdir(dir.c_str());
 }
 
@@ -77,14 +82,7 @@ TEST(WaitTrace, AForkedChildWritesItsOwnLogAtExit) {
   ASSERT_EQ(waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFEXITED(status));
   ASSERT_EQ(WEXITSTATUS(status), 0);
-  const std::string path = dir + "/" + std::to_string(child) + ".bin";
-  const std::vector<Record> back = readRecords(path);
-  ASSERT_EQ(back.size(), 2u);
-  EXPECT_EQ(back[0].begin, 7u);
-  EXPECT_EQ(back[0].end, 9u);
-  EXPECT_EQ(back[1].begin, 11u);
-  EXPECT_EQ(back[1].end, 0u);
-  std::remove(path.c_str());
+  expectRecords(dir + "/" + std::to_string(child) + ".bin", {{7, 9}, {11, 0}});
   rmdir(dir.c_str());
 }
 

@@ -284,6 +284,24 @@ TEST(Sim, TheCacheHoldsWhatFitsAndPartOfACycleThatDoesNot) {
   EXPECT_LE(cycle - missed, cycle / 2);
 }
 
+// Set-associative (ways): a working set as large as the cache overfills some of its sets and misses
+// there, where the fully associative one holds it all; half as large, it misses almost nothing. One set
+// as large as the cache is the fully associative cache.
+TEST(Sim, ASetAssociativeCacheMissesInTheSetsAWorkingSetOverfills) {
+  using A = SimCache::Access;
+  const size_t size = 1 << 20;
+  SimCache full(size), sets(size, 4096, 16), one(size, 4096, size / 4096);
+  for (SimCache* c : {&full, &sets, &one}) EXPECT_EQ(c->touch(1, 0, size, A::Read), size);
+  EXPECT_EQ(full.touch(1, 0, size, A::Read), 0u);
+  EXPECT_EQ(one.touch(1, 0, size, A::Read), 0u);
+  const size_t missed = sets.touch(1, 0, size, A::Read);
+  EXPECT_GT(missed, size / 20);
+  EXPECT_LT(missed, size / 2);
+  SimCache half(size, 4096, 16);
+  EXPECT_EQ(half.touch(2, 0, size / 2, A::Read), size / 2);
+  EXPECT_LT(half.touch(2, 0, size / 2, A::Read), size / 20);
+}
+
 // Messages between hosts of at most Topology::nicBufferBytes move at nicBufferedGBps: the ring of 1 MiB
 // over NICs at 1 GB/s sends 256 KiB chunks, half as long at 2.
 TEST(Sim, MessagesThatFitTheSocketBufferMoveAtItsRate) {

@@ -33,6 +33,7 @@ struct Args : Options {
   int64_t cacheBytes = 0, llcBytes = 0, privateBytes = 0;
   int64_t nicBufferBytes = 0, nicSegmentBytes = 0, nicWindowBytes = 0, inlineBytes = 0;
   int headers = 64;
+  int llcWays = 0;  // 0: fully associative
   double nicBufferedGBps = -1, nicSegmentedUs = -1, nicAckUs = -1;
   int cores = 0;  // 0: a core per rank
   int starts = 1;
@@ -50,7 +51,8 @@ const char* kUsage =
     "                 [--alpha-us A] [--link-gbps B] [--nic-alpha-us A] [--nic-gbps B] [--copy-gbps C]\n"
     "                 [--reduce-gbps R] [--overhead-us O] [--recv-overhead-us O] [--op-overhead-us O]\n"
     "                 [--cache-bytes S --cached-gbps B] [--receiver-reads [--inline-bytes I [--headers K]]]\n"
-    "                 [--llc-bytes L --dram-gbps D [--private-bytes P --private-miss-gbps M]]\n"
+    "                 [--llc-bytes L --dram-gbps D [--private-bytes P --private-miss-gbps M]\n"
+    "                  [--llc-ways W]]\n"
     "                 [--nic-buffer-bytes M --nic-buffered-gbps B [--nic-window-bytes W]]\n"
     "                 [--nic-segment-bytes G --nic-segmented-us U]\n"
     "                 [--nic-ack-us K] [--nic-receiver-copies]\n"
@@ -63,7 +65,8 @@ const char* kUsage =
     "                 what it does not hold moves over the host's memory at D GB/s beside the compute\n"
     "                 (with --cores, one for all hosts, and the messages between them go through it);\n"
     "                 each core's own cache of P bytes holds the ranks' buffers before it, and what it\n"
-    "                 does not hold costs M GB/s more;\n"
+    "                 does not hold costs M GB/s more; --llc-ways: the host's cache in sets of W blocks\n"
+    "                 (a block's set as its hash falls; default: fully associative);\n"
     "                 --receiver-reads: a chunk moves within a host as its receiver reads it, on its own\n"
     "                 time (CPUs sharing memory), and one of at most I bytes in its header, which takes\n"
     "                 no data slot (K headers per pair, default 64); messages between hosts of at most M\n"
@@ -115,6 +118,7 @@ bool parseArgs(int argc, char** argv, Args* a, std::string* error) {
     else if (flag == "--cache-bytes") ok = parseByteSize(v, &a->cacheBytes);
     else if (flag == "--llc-bytes") ok = parseByteSize(v, &a->llcBytes);
     else if (flag == "--private-bytes") ok = parseByteSize(v, &a->privateBytes);
+    else if (flag == "--llc-ways") ok = (a->llcWays = std::atoi(v.c_str())) >= 1;
     else if (flag == "--nic-buffer-bytes") ok = parseByteSize(v, &a->nicBufferBytes);
     else if (flag == "--nic-window-bytes") ok = parseByteSize(v, &a->nicWindowBytes);
     else if (flag == "--nic-segment-bytes") ok = parseByteSize(v, &a->nicSegmentBytes);
@@ -188,6 +192,7 @@ int run(int argc, char** argv) {
   topo.cacheBytes = static_cast<size_t>(a.cacheBytes);
   topo.llcBytes = static_cast<size_t>(a.llcBytes);
   topo.privateBytes = static_cast<size_t>(a.privateBytes);
+  topo.llcWays = static_cast<size_t>(a.llcWays);
   topo.nicBufferBytes = static_cast<size_t>(a.nicBufferBytes);
   topo.nicWindowBytes = static_cast<size_t>(a.nicWindowBytes);
   topo.nicSegmentBytes = static_cast<size_t>(a.nicSegmentBytes);

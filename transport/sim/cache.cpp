@@ -5,17 +5,26 @@
 
 namespace zcoll::sim {
 
-SimCache::SimCache(size_t capacityBytes, size_t blockBytes)
-    : capacity_(capacityBytes / blockBytes), block_(blockBytes) {}
+SimCache::SimCache(size_t capacityBytes, size_t blockBytes, size_t ways) : block_(blockBytes) {
+  const size_t blocks = capacityBytes / blockBytes;
+  ways_ = ways > 0 && ways < blocks ? ways : blocks;
+  held_.resize(ways_ > 0 ? blocks / ways_ : 1);
+}
+
+std::vector<uint64_t>& SimCache::setOf(uint64_t key) {
+  if (held_.size() == 1) return held_[0];
+  return held_[static_cast<size_t>((key * 0xff51afd7ed558ccdull) >> 32) % held_.size()];
+}
 
 void SimCache::drop(std::unordered_map<uint64_t, size_t>::iterator it) {
   const size_t at = it->second;
+  std::vector<uint64_t>& held = setOf(it->first);
   where_.erase(it);
-  if (at + 1 != held_.size()) {
-    held_[at] = held_.back();
-    where_[held_[at]] = at;
+  if (at + 1 != held.size()) {
+    held[at] = held.back();
+    where_[held[at]] = at;
   }
-  held_.pop_back();
+  held.pop_back();
 }
 
 size_t SimCache::touch(uint64_t space, uint64_t offset, size_t bytes, Access access) {
@@ -33,17 +42,18 @@ size_t SimCache::touch(uint64_t space, uint64_t offset, size_t bytes, Access acc
     }
     if (it != where_.end()) continue;
     missed += part;
-    if (capacity_ == 0) continue;
-    if (held_.size() < capacity_) {
-      where_.emplace(key, held_.size());
-      held_.push_back(key);
+    if (ways_ == 0) continue;
+    std::vector<uint64_t>& held = setOf(key);
+    if (held.size() < ways_) {
+      where_.emplace(key, held.size());
+      held.push_back(key);
       continue;
     }
     random_ ^= random_ << 13, random_ ^= random_ >> 7, random_ ^= random_ << 17;
     if ((random_ >> 32) % kInsertOneIn != 0) continue;
-    const size_t at = static_cast<size_t>(random_ % held_.size());
-    where_.erase(held_[at]);
-    held_[at] = key;
+    const size_t at = static_cast<size_t>(random_ % held.size());
+    where_.erase(held[at]);
+    held[at] = key;
     where_.emplace(key, at);
   }
   return missed;

@@ -85,7 +85,7 @@ SimNetwork::SimNetwork(const Topology& topo, Scheduler& scheduler, size_t chunkB
   if (topo.llcBytes > 0 && topo.dramGBps > 0) {
     // With Topology::cores every host is on one machine: one cache and one memory for all of them.
     const int memories = topo.cores > 0 || topo.perHost <= 0 ? 1 : topo.ranks / topo.perHost;
-    caches_.assign(static_cast<size_t>(memories), SimCache(topo.llcBytes));
+    caches_.assign(static_cast<size_t>(memories), SimCache(topo.llcBytes, 4096, topo.llcWays));
     drams_.resize(caches_.size());
     if (topo.privateBytes > 0 && topo.privateMissGBps > 0)
       privates_.assign(static_cast<size_t>(topo.cores > 0 ? topo.cores : topo.ranks), SimCache(topo.privateBytes));

@@ -74,6 +74,7 @@ struct Topology {
   // chunk read from another core's writes is the link's rate.)
   size_t privateBytes = 0;
   double privateMissGBps = 0;
+  size_t llcWays = 0;  // the host's cache in sets of this many blocks (SimCache's ways; 0: one set)
   // Messages between hosts of at most nicBufferBytes (0: none) move at nicBufferedGBps: on a software
   // network (tcp) they fit the receiver's socket buffer, larger ones wait on its window.
   size_t nicBufferBytes = 0;
