@@ -3,7 +3,6 @@
 
 #include <pthread.h>
 #include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -32,12 +31,6 @@ void forked() {
   detail::asked = false;
 }
 }  // namespace
-
-uint64_t monotonicNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 Log::Log(size_t capacity) {
   void* p = mmap(nullptr, capacity * sizeof(Record), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,

@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <string>
 
+#include "core/clock.hpp"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <x86intrin.h>
 #endif
@@ -24,14 +26,12 @@ struct Record {
   uint64_t begin, end;
 };
 
-uint64_t monotonicNs();
-
-// The time stamp counter (elsewhere: CLOCK_MONOTONIC in ns, which no ftrace clock prints finely).
+// The time stamp counter (elsewhere: nowNs(), which no ftrace clock prints finely).
 inline uint64_t ticks() {
 #if defined(__x86_64__) || defined(__i386__)
   return __rdtsc();
 #else
-  return monotonicNs();
+  return static_cast<uint64_t>(nowNs());
 #endif
 }
 
@@ -47,7 +47,6 @@ class Log {
     if (size_ < capacity_) records_[size_++] = Record{begin, end};
   }
   size_t size() const { return size_; }
-  const Record* records() const { return records_; }
   // Writes the records to `path`; false if it cannot.
   bool write(const std::string& path) const;
 
