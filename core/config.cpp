@@ -221,7 +221,7 @@ const std::vector<ConfigVariable>& configVariables() {
        [](const Config& c, L) { return std::to_string(c.traceEvents); }, nullptr},
       {"ZCOLL_WAIT_TRACE", "(off)", "a -Dwait_trace=true build: directory where each process writes its waits "
        "(PID.bin; tools/sched-probe --waits)",
-       [](const Config&, L) { return std::string(env("ZCOLL_WAIT_TRACE") ? env("ZCOLL_WAIT_TRACE") : "(off)"); },
+       [](const Config&, L) { return orText(readWaitTraceDir(), "(off)"); },
        nullptr},
   };
   return vars;
@@ -381,6 +381,11 @@ LogSettings readLogSettings() {
   envString("ZCOLL_DEBUG_SUBSYS", &s.subsystems);
   envString("ZCOLL_DEBUG_FILE", &s.file);
   return s;
+}
+
+std::string readWaitTraceDir() {
+  const char* v = env("ZCOLL_WAIT_TRACE");
+  return v ? v : "";
 }
 
 Status describeConfig(const zcollConfig_t* api, std::vector<ConfigValue>* out) {

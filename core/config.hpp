@@ -82,6 +82,9 @@ std::string sharedSettingsText(const Config& c);
 uint64_t sharedSettingsHash(const Config& c);
 
 LogSettings readLogSettings();
+// ZCOLL_WAIT_TRACE: where a -Dwait_trace=true build writes each process's waits ("" = off;
+// core/wait_trace.hpp).
+std::string readWaitTraceDir();
 // The subsystems ZCOLL_DEBUG_SUBSYS names (log.hpp's Subsys, in order).
 inline constexpr std::string_view kLogSubsystems[] = {"init", "boot", "coll", "shm", "api"};
 

@@ -7,6 +7,9 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <utility>
+
+#include "core/config.hpp"
 
 namespace zcoll::wait_trace {
 
@@ -54,15 +57,15 @@ bool Log::write(const std::string& path) const {
 namespace detail {
 Log* open() {
   asked = true;
-  const char* dir = std::getenv("ZCOLL_WAIT_TRACE");
-  if (!dir || !*dir) return nullptr;
+  std::string dir = readWaitTraceDir();
+  if (dir.empty()) return nullptr;
   static const bool hooked = [] {
     std::atexit(writeAtExit);
     pthread_atfork(nullptr, nullptr, forked);
     return true;
   }();
   (void)hooked;
-  directory = dir;
+  directory = std::move(dir);
   current = new Log(kCapacity);  // written at exit, never freed: records may come until then
   return current;
 }

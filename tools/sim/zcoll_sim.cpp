@@ -66,7 +66,7 @@ const char* kUsage =
     "                 (with --cores, one for all hosts, and the messages between them go through it);\n"
     "                 each core's own cache of P bytes holds the ranks' buffers before it, and what it\n"
     "                 does not hold costs M GB/s more; --llc-ways: the host's cache in sets of W blocks\n"
-    "                 (a block's set as its hash falls; default: fully associative);\n"
+    "                 (a block's set drawn at its first touch; default: fully associative);\n"
     "                 --receiver-reads: a chunk moves within a host as its receiver reads it, on its own\n"
     "                 time (CPUs sharing memory), and one of at most I bytes in its header, which takes\n"
     "                 no data slot (K headers per pair, default 64); messages between hosts of at most M\n"

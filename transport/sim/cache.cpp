@@ -13,7 +13,13 @@ SimCache::SimCache(size_t capacityBytes, size_t blockBytes, size_t ways) : block
 
 std::vector<uint64_t>& SimCache::setOf(uint64_t key) {
   if (held_.size() == 1) return held_[0];
-  return held_[static_cast<size_t>((key * 0xff51afd7ed558ccdull) >> 32) % held_.size()];
+  // Drawn at a block's first touch and kept: keys come from addresses, which differ from run to run.
+  auto [it, first] = setOfBlock_.try_emplace(key, 0);
+  if (first) {
+    colour_ ^= colour_ << 13, colour_ ^= colour_ >> 7, colour_ ^= colour_ << 17;
+    it->second = static_cast<uint32_t>(colour_ % held_.size());
+  }
+  return held_[it->second];
 }
 
 void SimCache::drop(std::unordered_map<uint64_t, size_t>::iterator it) {

@@ -3,9 +3,10 @@
 // capacity. A miss enters a cache that has room; once it is full, one miss in kInsertOneIn does, in
 // the place of a block taken at random (bimodal insertion, as thrash-resistant last-level caches do:
 // data cycled through a cache a little too small for it keeps a part of it instead of none).
-// With `ways`, the cache is sets of that many blocks, a block going to the set a hash of it picks (the
-// pages' physical addresses, and so their sets, fall as they may): a working set near the capacity
-// overfills some sets and misses there, as a real set-associative cache does before it is full.
+// With `ways`, the cache is sets of that many blocks, a block going to a set drawn at its first touch
+// (the pages' physical addresses, and so their sets, fall as they may; drawn in touch order, a run's
+// sets do not depend on where its buffers were mapped): a working set near the capacity overfills
+// some sets and misses there, as a real set-associative cache does before it is full.
 #pragma once
 
 #include <cstddef>
@@ -34,7 +35,9 @@ class SimCache {
   size_t block_;
   std::vector<std::vector<uint64_t>> held_;     // per set, the blocks held (keys), in no order
   std::unordered_map<uint64_t, size_t> where_;  // key -> index in its set's held_
+  std::unordered_map<uint64_t, uint32_t> setOfBlock_;  // with ways: key -> its set, from its first touch
   uint64_t random_ = 0x9e3779b97f4a7c15ull;     // xorshift64: every run the same
+  uint64_t colour_ = 0x2545f4914f6cdd1dull;     // the sets' draws, apart from the victims' draws
 };
 
 }  // namespace zcoll::sim
