@@ -8,8 +8,9 @@ the fastest probe seen and faster than the same ring with both ranks on one core
 not touch: 100-150 us; so a run that starts in a slow phase is not taken for the fast one). It has
 phases too in which small ops alone are slow (the same ring at 8 B: 0.18-0.20 us, then 0.5 while 1 MiB
 stays fast): a second probe, that ring at 8 B, must be within 1.5x of its fastest. Else the run waits
-for the fast phase (probes every 10 s, up to `limit` seconds) and runs again. With a limit of 0 every
-run is taken as it comes, unprobed.
+for the fast phase (probes every 10 s, up to `limit` seconds) and runs again; once that wait has run out,
+a run that a probe finds slow is kept, and the header counts it. With a limit of 0 every run is taken as
+it comes, unprobed.
 """
 import os
 import subprocess
@@ -33,6 +34,7 @@ class Steady:
         self.small = [bench, "allreduce", "-p", "2", "-a", "ring", "-b", "8", "-e", "8", "-n", "2000", "-R", "1"]
         self.on = limit > 0
         self.limit, self.best, self.best_small, self.slow, self.waited = limit, float("inf"), float("inf"), 0, 0.0
+        self.kept_slow = 0  # runs taken in a slow phase, once the wait ran out
         if self.on:
             self.one_core = min(self.time(["taskset", "-c", str(min(os.sched_getaffinity(0)))] + self.cmd +
                                           ["--bind", "none"]) for _ in range(3))
@@ -67,6 +69,7 @@ class Steady:
                     print(f"# still in a slow phase after {self.limit:.0f} s: kept a run measured in it, and no "
                           "more waiting in this run", file=sys.stderr)
                     self.limit = 0
+                self.kept_slow += 1
                 return measure()
             time.sleep(10)
             self.waited += 10
@@ -77,4 +80,5 @@ class Steady:
             return ""
         return (f"; runs taken in the fast phase (probes: 2-rank ring at 1 MiB, fastest {self.best:.1f} us, "
                 f"on one core {self.one_core:.1f} us; at 8 B, fastest {self.best_small:.2f} us; {self.slow} runs "
-                f"redone or deferred, {self.waited:.0f} s waited)")
+                f"redone or deferred, {self.waited:.0f} s waited" +
+                (f"; {self.kept_slow} taken in a slow phase once the wait ran out" if self.kept_slow else "") + ")")
