@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 
@@ -17,6 +18,10 @@
 namespace zcoll {
 
 namespace {
+
+// How long a creation that failed on a closed peer connection waits for the root's notice naming the
+// rank that left (the root tells the ranks within microseconds of each other).
+constexpr int64_t kNoticeGraceMs = 500;
 
 // The header every bootstrap hello starts with: its kind, the wire version and the job's secret.
 template <typename Hello>
@@ -58,7 +63,11 @@ void Bootstrap::watchRoot() {
                        : fmt::format("the rendezvous root is gone before the communicator was created: the process "
                                      "that made the unique id (usually rank 0's) exited or stopped it ({})",
                                      s ? std::string("malformed notice") : s.message());
-    watchFired_.store(true);
+    {
+      std::lock_guard<std::mutex> lock(watchMu_);
+      watchFired_.store(true);
+    }
+    watchCv_.notify_all();
     abort_->store(true);  // every wait of the creation returns within its 100 ms slice
     return;
   }
@@ -67,6 +76,12 @@ void Bootstrap::watchRoot() {
 Status Bootstrap::endCreation(Status s) {
   if (creationEnded_) return s;
   creationEnded_ = true;
+  // A peer that closed its connection under this rank has often failed on the root's notice that a
+  // third rank left; the root sends that notice to every rank at once, so give it a moment to land here.
+  if (watch_.joinable() && !s && s.code() == StatusCode::RemoteError) {
+    std::unique_lock<std::mutex> lock(watchMu_);
+    watchCv_.wait_for(lock, std::chrono::milliseconds(kNoticeGraceMs), [this] { return watchFired_.load(); });
+  }
   if (watch_.joinable()) {
     stopWatch_.store(true);
     const uint64_t one = 1;

@@ -19,8 +19,10 @@
 #include <sched.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -110,6 +112,8 @@ class Bootstrap {
   std::atomic<bool> stopWatch_{false};
   std::atomic<bool> watchFired_{false};
   std::string watchReason_;  // written by the watch before watchFired_
+  std::mutex watchMu_;  // with watchCv_: endCreation waits a moment for a notice on its way
+  std::condition_variable watchCv_;
   bool creationEnded_ = false;
   BootstrapStats stats_;
 };
